@@ -1,0 +1,113 @@
+"""Settings: defaults, then PEOPLE_SERVICE_* environment variables, then explicit overrides."""
+
+from __future__ import annotations
+
+import os
+
+from limits import parse_many
+
+PREFIX = "PEOPLE_SERVICE_"
+
+DEFAULTS: dict[str, object] = {
+    # SQLite file, relative to the working directory
+    "DATABASE": "data/people.db",
+    # JWT signing secret (32+ bytes); unset: generated once into secret.key beside the database
+    "SECRET_KEY": None,
+    # lifetime of a login token, in seconds
+    "TOKEN_TTL": 3600,
+    # default limit of every API key and user, read at request time
+    "RATE_LIMIT": "600/minute",
+    # limit of requests without valid credentials, per client address
+    "ANONYMOUS_RATE_LIMIT": "60/minute",
+    # limit of the token handshake, per client address and username
+    "AUTH_RATE_LIMIT": "10/minute",
+    # where the rate-limit counters live: memory:// (one process) or redis://host:port
+    "RATE_LIMIT_STORAGE": "memory://",
+    # the page GET /graphql serves to a browser: playground, graphiql or none
+    "EXPLORER": "playground",
+    # base URL of the explorer's assets; empty: the explorer's public CDN
+    "EXPLORER_CDN": "",
+    # whether GraphQL introspection (__schema, __type) is allowed
+    "INTROSPECTION": True,
+    # deepest GraphQL selection allowed
+    "GRAPHQL_MAX_DEPTH": 10,
+    # largest estimated GraphQL cost (nodes that can come back) allowed
+    "GRAPHQL_MAX_COST": 5000,
+    # largest request body, in bytes
+    "MAX_BODY_BYTES": 1 << 20,
+    # level of the people_service loggers (the access log is INFO)
+    "LOG_LEVEL": "INFO",
+    # address of a reverse proxy whose X-Forwarded-For is believed; unset: none is
+    "TRUSTED_PROXY": "",
+    # seconds between flushes of the per-key usage counters to the database
+    "USAGE_FLUSH_SECONDS": 5,
+}
+
+EXPLORERS = ("playground", "graphiql", "none")
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+class ConfigError(ValueError):
+    """A setting that cannot work; start-up stops with its message."""
+
+
+def load(overrides: dict | None = None, environ=None) -> dict:
+    """The effective settings, checked."""
+    environ = os.environ if environ is None else environ
+    config = dict(DEFAULTS)
+    for name, default in DEFAULTS.items():
+        raw = environ.get(PREFIX + name)
+        if raw is not None:
+            config[name] = _parse(name, raw, default)
+    for name, value in (overrides or {}).items():
+        config[name] = value
+    check(config)
+    return config
+
+
+def _parse(name: str, raw: str, default):
+    if isinstance(default, bool):
+        if raw.strip().lower() in ("1", "true", "yes", "on"):
+            return True
+        if raw.strip().lower() in ("0", "false", "no", "off"):
+            return False
+        raise ConfigError(f"{PREFIX}{name} must be true or false, not {raw!r}")
+    if isinstance(default, int):
+        try:
+            return int(raw)
+        except ValueError:
+            raise ConfigError(f"{PREFIX}{name} must be an integer, not {raw!r}") from None
+    return raw
+
+
+def check(config: dict) -> None:
+    """Refuse settings that would fail later, with a message naming the setting."""
+    for name in ("RATE_LIMIT", "ANONYMOUS_RATE_LIMIT", "AUTH_RATE_LIMIT"):
+        check_rate_limit(config[name], PREFIX + name)
+    if config["EXPLORER"] not in EXPLORERS:
+        raise ConfigError(
+            f"{PREFIX}EXPLORER must be one of {', '.join(EXPLORERS)}, not {config['EXPLORER']!r}"
+        )
+    if str(config["LOG_LEVEL"]).upper() not in LOG_LEVELS:
+        raise ConfigError(f"{PREFIX}LOG_LEVEL must be one of {', '.join(LOG_LEVELS)}")
+    for name in ("TOKEN_TTL", "GRAPHQL_MAX_DEPTH", "GRAPHQL_MAX_COST", "MAX_BODY_BYTES"):
+        if not isinstance(config[name], int) or config[name] < 1:
+            raise ConfigError(f"{PREFIX}{name} must be a positive integer")
+    storage = str(config["RATE_LIMIT_STORAGE"])
+    if not storage.startswith(("memory://", "redis://", "rediss://", "redis+unix://")):
+        raise ConfigError(f"{PREFIX}RATE_LIMIT_STORAGE must be memory:// or redis://host:port")
+    secret = config["SECRET_KEY"]
+    if secret and len(str(secret).encode()) < 32:
+        raise ConfigError(f"{PREFIX}SECRET_KEY must be at least 32 bytes long")
+
+
+def check_rate_limit(value, what: str = "rate limit") -> str:
+    """Return `value` if flask-limiter can parse it, e.g. '600/minute' or '10/second;500/hour'."""
+    try:
+        if not value or not parse_many(str(value)):
+            raise ValueError
+    except ValueError:
+        raise ConfigError(
+            f"{what} must look like '600/minute' or '100 per hour', not {value!r}"
+        ) from None
+    return str(value)
