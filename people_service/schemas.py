@@ -1,0 +1,195 @@
+"""Marshmallow schemas: the input rules shared by REST, GraphQL and the OpenAPI document."""
+
+from __future__ import annotations
+
+from marshmallow import EXCLUDE, Schema, ValidationError, fields, validate
+
+MAX_OFFSET = 2**31 - 1
+ID_PATTERN = r"^[1-9][0-9]{0,17}$"
+
+# JSON allows "\u0000" and lone surrogates ("\ud800"); neither can be stored or echoed safely.
+_NO_NUL = validate.Regexp(r"^[^\x00]*$", error="Must not contain NUL characters.")
+
+
+class Text(fields.String):
+    """A string that SQLite and UTF-8 can hold: no NUL, no lone surrogate."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        text = super()._deserialize(value, attr, data, **kwargs)
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValidationError("Must be valid Unicode (no lone surrogates).") from None
+        return text
+
+
+def text(max_length: int, min_length: int = 0, **kwargs) -> Text:
+    return Text(validate=[validate.Length(min=min_length, max=max_length), _NO_NUL], **kwargs)
+
+
+class Id(fields.String):
+    """A person or message id: a JSON string of digits, such as "17"."""
+
+    def __init__(self, **kwargs):
+        kwargs["metadata"] = {"example": "17", **kwargs.get("metadata", {})}
+        super().__init__(validate=validate.Regexp(ID_PATTERN, error="Not a valid id."), **kwargs)
+
+
+class WholeNumber(fields.Integer):
+    """A JSON integer: 36 and 36.0 (the same number in JSON), never 36.5, "36" or true."""
+
+    def __init__(self, **kwargs):
+        super().__init__(strict=True, **kwargs)
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        return super()._deserialize(value, attr, data, **kwargs)
+
+
+class Count(WholeNumber):
+    """A whole number in a range, from JSON or from a query string of ASCII digits only."""
+
+    def __init__(self, minimum: int, maximum: int, **kwargs):
+        error = f"Must be between {minimum} and {maximum}."
+        super().__init__(validate=validate.Range(min=minimum, max=maximum, error=error), **kwargs)
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        # int("1_0"), int(" 7 ") and int("٣") all succeed; a query string must be plain digits
+        if isinstance(value, str):
+            if not (value.isascii() and value.isdigit() and len(value) <= 12):
+                raise ValidationError("Must be a whole number.")
+            value = int(value)
+        return super()._deserialize(value, attr, data, **kwargs)
+
+
+class AddressSchema(Schema):
+    street = text(200, allow_none=True)
+    city = text(200, allow_none=True)
+    country = text(200, allow_none=True)
+
+
+class PersonSchema(Schema):
+    """A whole person as a client sends it (POST, PUT, GraphQL's PersonInput)."""
+
+    name = text(200, 1, required=True)
+    age = WholeNumber(allow_none=True, validate=validate.Range(min=0, max=150))
+    email = fields.Email(allow_none=True, validate=validate.Length(max=254))
+    address = fields.Nested(AddressSchema, allow_none=True)
+
+
+class PersonPatchSchema(PersonSchema):
+    """A JSON merge patch of a person: only the fields to change; null clears a field."""
+
+    name = text(200, 1)
+
+
+class PersonUpdateSchema(PersonPatchSchema):
+    """POST /person with the id of an existing person: a merge patch of that person."""
+
+    id = Id(required=True)
+
+
+class AddressOutSchema(Schema):
+    street = fields.String(required=True, allow_none=True)
+    city = fields.String(required=True, allow_none=True)
+    country = fields.String(required=True, allow_none=True)
+
+
+class PersonOutSchema(Schema):
+    """A person as the details endpoint returns it: every key present, unknown values null."""
+
+    id = fields.String(required=True, metadata={"example": "17"})
+    name = fields.String(required=True)
+    age = fields.Integer(required=True, allow_none=True)
+    email = fields.String(required=True, allow_none=True)
+    address = fields.Nested(AddressOutSchema, required=True)
+
+
+class PersonEntrySchema(Schema):
+    """An entry of GET /people."""
+
+    id = fields.String(required=True, metadata={"example": "17"})
+    name = fields.String(required=True)
+
+
+class MessageSchema(Schema):
+    """A message as a client sends it; the sender is always the caller."""
+
+    person_id = Id(required=True)
+    content = text(10_000, 1, required=True)
+
+
+class MessageOutSchema(Schema):
+    id = fields.String(required=True)
+    person_id = fields.String(required=True)
+    content = fields.String(required=True)
+    sender = fields.String(required=True)
+    created_at = fields.String(
+        required=True, metadata={"format": "date-time", "example": "2026-11-22T03:44:24.123Z"}
+    )
+
+
+class PageSchema(Schema):
+    """Paging of lists: the same bounds for REST query strings and GraphQL arguments."""
+
+    class Meta:
+        unknown = EXCLUDE
+
+    limit = Count(1, 1000, load_default=100)
+    offset = Count(0, MAX_OFFSET, load_default=0)
+
+
+class PeopleQuerySchema(PageSchema):
+    name = text(200, metadata={"description": "Case-insensitive part of the name."})
+
+
+class FriendsLimitSchema(Schema):
+    limit = Count(0, 100, load_default=10)
+
+
+class TokenRequestSchema(Schema):
+    username = text(200, 1, required=True)
+    password = text(1024, 1, required=True)
+
+
+class TokenSchema(Schema):
+    access_token = fields.String(required=True)
+    token_type = fields.String(required=True, metadata={"example": "Bearer"})
+    expires_in = fields.Integer(required=True, metadata={"example": 3600})
+
+
+class CallerSchema(Schema):
+    kind = fields.String(required=True, validate=validate.OneOf(["api_key", "user"]))
+    name = fields.String(required=True)
+    scopes = fields.List(fields.String(), required=True)
+    rate_limit = fields.String(required=True)
+    request_count = fields.Integer(required=True)
+    last_used = fields.String(required=True, allow_none=True)
+
+
+class HealthSchema(Schema):
+    status = fields.String(required=True, validate=validate.OneOf(["ok", "unavailable"]))
+    database = fields.String(required=True, validate=validate.OneOf(["ok", "unavailable"]))
+
+
+class ProblemSchema(Schema):
+    """RFC 9457 problem details, the body of every REST error."""
+
+    type = fields.String(required=True)
+    title = fields.String(required=True)
+    status = fields.Integer(required=True)
+    detail = fields.String(required=True)
+    errors = fields.Dict(
+        metadata={"description": "Field messages, nested the way the body nests fields."}
+    )
+
+
+person_schema = PersonSchema()
+person_patch_schema = PersonPatchSchema()
+person_update_schema = PersonUpdateSchema()
+message_schema = MessageSchema()
+people_query_schema = PeopleQuerySchema()
+page_schema = PageSchema()
+friends_limit_schema = FriendsLimitSchema()
+token_request_schema = TokenRequestSchema()
