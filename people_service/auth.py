@@ -1,0 +1,294 @@
+"""Credentials: API keys, users, passwords and tokens, and the caller of the current request."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import hmac
+import os
+import re
+import secrets
+import time
+from dataclasses import dataclass
+
+import jwt
+from flask import current_app, g, request
+from werkzeug.security import check_password_hash, generate_password_hash
+
+from .errors import BadRequest, Forbidden, Unauthorized
+from .service import Viewer
+
+SCOPES = ("read", "write", "admin")
+KEY_PREFIX = "ps_"
+ISSUER = "people-service"
+# OWASP's floor for PBKDF2-SHA256; about 0.15 s per check here, so the handshake is throttled
+PASSWORD_METHOD = "pbkdf2:sha256:600000"
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")
+REALM = 'realm="people-service"'
+
+
+@dataclass(frozen=True)
+class Caller:
+    """An authenticated caller: an API key or a user with a token."""
+
+    kind: str  # "api_key" or "user"
+    id: int
+    name: str
+    scopes: frozenset
+    rate_limit: str | None  # its own limit; None: the default
+
+    @property
+    def key(self) -> str:
+        """The caller's identity for rate limits, usage and message ownership."""
+        return f"{self.kind}:{self.id}"
+
+    @property
+    def viewer(self) -> Viewer:
+        return Viewer(self.key, self.name, "admin" in self.scopes)
+
+
+def check_name(name: str, what: str = "name") -> str:
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise BadRequest(
+            f"The {what} must be 1 to 64 letters, digits or . _ @ - and start with one of the"
+            " first two."
+        )
+    return name
+
+
+def parse_scopes(text) -> list[str]:
+    """'read,write' or 'read write' as a checked list."""
+    items = text.replace(",", " ").split() if isinstance(text, str) else list(text)
+    unknown = [item for item in items if item not in SCOPES]
+    if unknown or not items:
+        raise BadRequest(f"Scopes must be some of {', '.join(SCOPES)}; got {text!r}.")
+    return [scope for scope in SCOPES if scope in items]
+
+
+# -- API keys -------------------------------------------------------------------------------
+
+
+def hash_key(key: str) -> str:
+    """Keys are random enough that a fast hash is safe; only the hash is stored."""
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def create_key(store, name: str, scopes="read,write", rate_limit: str | None = None) -> str:
+    """A new API key (returned once, never stored in clear)."""
+    key = KEY_PREFIX + secrets.token_urlsafe(32)
+    store.insert_key(
+        {
+            "name": check_name(name),
+            "prefix": key[:8],
+            "key_hash": hash_key(key),
+            "scopes": " ".join(parse_scopes(scopes)),
+            "rate_limit": rate_limit,
+        }
+    )
+    return key
+
+
+def caller_from_key(store, key: str) -> Caller | None:
+    """The caller an API key stands for, or None for an unknown or revoked key."""
+    if not key.startswith(KEY_PREFIX) or len(key) > 128:
+        return None
+    digest = hash_key(key)
+    row = store.key_by_hash(digest)
+    if row is None or not hmac.compare_digest(row["key_hash"], digest):
+        return None
+    return Caller(
+        "api_key", row["id"], row["name"], frozenset(row["scopes"].split()), row["rate_limit"]
+    )
+
+
+# -- users and tokens -----------------------------------------------------------------------
+
+
+def create_user(store, username: str, password: str, scopes="read,write") -> None:
+    if not password or len(password) > 1024:
+        raise BadRequest("The password must be 1 to 1024 characters.")
+    store.insert_user(
+        {
+            "username": check_name(username, "username"),
+            "password_hash": generate_password_hash(password, PASSWORD_METHOD),
+            "scopes": " ".join(parse_scopes(scopes)),
+        }
+    )
+
+
+@functools.cache
+def _dummy_hash() -> str:
+    return generate_password_hash(secrets.token_hex(16), PASSWORD_METHOD)
+
+
+def login(store, username: str, password: str) -> dict | None:
+    """The user row for a correct username and password, else None (in similar time)."""
+    user = store.user_by_name(username)
+    if user is None:
+        check_password_hash(_dummy_hash(), password)  # same cost as a real check
+        return None
+    if not check_password_hash(user["password_hash"], password):
+        return None
+    return user
+
+
+def issue_token(user: dict, secret: str, ttl: int) -> str:
+    now = int(time.time())
+    claims = {
+        "sub": user["username"],
+        "scope": user["scopes"],
+        "iat": now,
+        "exp": now + ttl,
+        "iss": ISSUER,
+    }
+    return jwt.encode(claims, secret, algorithm="HS256")
+
+
+def caller_from_token(store, token: str, secret: str) -> Caller | None:
+    """The user a token stands for, or None when it is invalid, expired or the user is gone."""
+    try:
+        claims = jwt.decode(
+            token,
+            secret,
+            algorithms=["HS256"],
+            issuer=ISSUER,
+            options={"require": ["exp", "iat", "sub", "iss", "scope"]},
+            leeway=5,
+        )
+    except jwt.InvalidTokenError:
+        return None
+    if not isinstance(claims["scope"], str):
+        return None
+    user = store.user_by_name(claims["sub"])
+    if user is None:
+        return None
+    # a token never grants more than its user has now
+    scopes = frozenset(claims["scope"].split()) & frozenset(user["scopes"].split())
+    return Caller("user", user["id"], user["username"], scopes, user["rate_limit"])
+
+
+# -- the caller of the current request ------------------------------------------------------
+
+
+def challenge(error: str | None = None) -> dict:
+    bearer = f"Bearer {REALM}" + (f', error="{error}"' if error else "")
+    return {"WWW-Authenticate": f'ApiKey {REALM}, header="X-API-Key", {bearer}'}
+
+
+def _resolve() -> Caller | None:
+    ext = current_app.extensions["people_service"]
+    store = ext["store"]
+    key = request.headers.get("X-API-Key")
+    if key is not None:
+        caller = caller_from_key(store, key.strip())
+        if caller is None:
+            raise Unauthorized("The API key is unknown or revoked.", headers=challenge())
+    else:
+        header = request.headers.get("Authorization")
+        if header is None:
+            return None
+        scheme, _, token = header.strip().partition(" ")
+        token = token.strip()
+        if scheme.lower() != "bearer" or not token or " " in token:
+            raise Unauthorized(
+                "Send 'Authorization: Bearer <token>' or 'X-API-Key: <key>'.",
+                headers=challenge("invalid_request"),
+            )
+        caller = caller_from_token(store, token, current_app.config["SECRET_KEY"])
+        if caller is None:
+            raise Unauthorized(
+                "The token is invalid or expired.", headers=challenge("invalid_token")
+            )
+    ext["usage"].hit(caller)
+    return caller
+
+
+def current_caller() -> Caller | None:
+    """The caller of this request (resolved once), None without credentials.
+
+    Raises Unauthorized for credentials that are present but wrong.
+    """
+    if "caller_error" in g:
+        raise g.caller_error
+    if "caller" not in g:
+        try:
+            g.caller = _resolve()
+        except Unauthorized as error:
+            g.caller = None
+            g.caller_error = error
+            raise
+    return g.caller
+
+
+def peek_caller() -> Caller | None:
+    """The caller, or None when credentials are missing or wrong; never raises."""
+    try:
+        return current_caller()
+    except Unauthorized:
+        return None
+
+
+def authenticate() -> Caller:
+    """The caller, or Unauthorized."""
+    caller = current_caller()
+    if caller is None:
+        raise Unauthorized(
+            "Send an API key in X-API-Key or a token in 'Authorization: Bearer'.",
+            headers=challenge(),
+        )
+    return caller
+
+
+def check_scope(caller: Caller, scope: str) -> None:
+    if scope not in caller.scopes:
+        headers = {}
+        if caller.kind == "user":
+            headers["WWW-Authenticate"] = (
+                f'Bearer {REALM}, error="insufficient_scope", scope="{scope}"'
+            )
+        raise Forbidden(f"This needs the scope '{scope}'.", headers=headers)
+
+
+def required(view):
+    """Views need credentials: scope 'read' for GET and HEAD, 'write' for every other method."""
+
+    @functools.wraps(view)
+    def wrapper(*args, **kwargs):
+        caller = authenticate()
+        check_scope(caller, "read" if request.method in ("GET", "HEAD") else "write")
+        return view(*args, **kwargs)
+
+    wrapper.requires_auth = True
+    return wrapper
+
+
+def describe(caller: Caller) -> dict:
+    """What /me and GraphQL's `me` say about a caller; the request count is exact."""
+    usage = current_app.extensions["people_service"]["usage"]
+    count, last_used = usage.exact(caller.kind, caller.id)
+    return {
+        "kind": caller.kind,
+        "name": caller.name,
+        "scopes": [scope for scope in SCOPES if scope in caller.scopes],
+        "rate_limit": caller.rate_limit or current_app.config["RATE_LIMIT"],
+        "request_count": count,
+        "last_used": last_used,
+    }
+
+
+def load_secret(config: dict) -> str:
+    """SECRET_KEY, else the one kept in secret.key beside the database (made once, mode 0600)."""
+    if config.get("SECRET_KEY"):
+        return str(config["SECRET_KEY"])
+    path = os.path.join(os.path.dirname(os.path.abspath(config["DATABASE"])), "secret.key")
+    try:
+        with open(path, encoding="ascii") as file:
+            secret = file.read().strip()
+    except FileNotFoundError:
+        secret = secrets.token_urlsafe(48)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="ascii") as file:
+            file.write(secret + "\n")
+    if len(secret.encode()) < 32:
+        raise ValueError(f"{path} holds a secret shorter than 32 bytes")
+    return secret

@@ -1,0 +1,146 @@
+"""Per-request plumbing shared by every blueprint: request ids, the access log, JSON in and out."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+import uuid
+
+from flask import current_app, g, request
+from werkzeug.wrappers import Response
+
+from .auth import peek_caller
+from .errors import BadRequest, ServiceError, UnsupportedMediaType
+
+access_log = logging.getLogger("people_service.access")
+
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:/+=@-]{1,128}$")
+OVERRIDABLE = frozenset({"PUT", "PATCH", "DELETE"})
+JSON_TYPES = ("application/json",)
+PATCH_TYPES = ("application/json", "application/merge-patch+json")
+
+
+class MethodOverride:
+    """WSGI middleware: POST with X-HTTP-Method-Override: PUT|PATCH|DELETE acts as that method.
+
+    It runs before routing so that the override reaches the right view and scope check. Any other
+    override value is remembered and refused with 400 by `start_request`.
+    """
+
+    def __init__(self, app):
+        self.app = app
+
+    def __call__(self, environ, start_response):
+        override = environ.get("HTTP_X_HTTP_METHOD_OVERRIDE")
+        if override is not None and environ.get("REQUEST_METHOD") == "POST":
+            method = override.strip().upper()
+            if method in OVERRIDABLE:
+                environ["REQUEST_METHOD"] = method
+                environ["people_service.overridden"] = "POST"
+            else:
+                environ["people_service.bad_override"] = override[:40]
+        return self.app(environ, start_response)
+
+
+def get_store():
+    """The store of the running app."""
+    return current_app.extensions["people_service"]["store"]
+
+
+def start_request() -> None:
+    g.started = time.perf_counter()
+    given = request.headers.get("X-Request-ID")
+    g.request_id = given if given and _REQUEST_ID.match(given) else uuid.uuid4().hex
+    bad = request.environ.get("people_service.bad_override")
+    if bad is not None:
+        raise BadRequest(f"X-HTTP-Method-Override must be PUT, PATCH or DELETE, not '{bad}'.")
+
+
+def finish_request(response: Response) -> Response:
+    request_id = g.get("request_id") or uuid.uuid4().hex
+    headers = response.headers
+    headers["X-Request-ID"] = request_id
+    headers["X-Content-Type-Options"] = "nosniff"
+    if g.get("caller") is not None and "Cache-Control" not in headers:
+        # data for one caller: caches may keep it only privately, and must revalidate (ETag)
+        headers["Cache-Control"] = "private, no-cache"
+    if response.status_code not in (429, 503):
+        # flask-limiter adds Retry-After to every limited answer; it only means something here
+        headers.pop("Retry-After", None)
+    if access_log.isEnabledFor(logging.INFO):
+        caller = _logged_caller()
+        elapsed = (time.perf_counter() - g.get("started", time.perf_counter())) * 1000
+        access_log.info(
+            "%s %s %s %s %s %d %.1fms",
+            time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()),
+            request_id,
+            caller.name if caller else "-",
+            request.method,
+            request.full_path.rstrip("?") if request.query_string else request.path,
+            response.status_code,
+            elapsed,
+        )
+    return response
+
+
+def _logged_caller():
+    """The caller for the access log, also on routes that never asked (404, open endpoints)."""
+    if "caller" in g:
+        return g.caller
+    if "X-API-Key" not in request.headers and "Authorization" not in request.headers:
+        return None
+    try:
+        return peek_caller()
+    except ServiceError:
+        return None
+
+
+def init_app(app) -> None:
+    app.wsgi_app = MethodOverride(app.wsgi_app)
+    app.before_request(start_request)
+    app.after_request(finish_request)
+
+
+def _reject_constant(name: str):
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def json_body(types=JSON_TYPES):
+    """The request's JSON body: 415 for another media type, 400 when it does not parse."""
+    if request.mimetype not in types:
+        raise UnsupportedMediaType(
+            f"The body must be {' or '.join(types)}, not '{request.mimetype or 'nothing'}'."
+        )
+    charset = request.mimetype_params.get("charset", "utf-8").lower()
+    if charset not in ("utf-8", "utf8"):
+        raise UnsupportedMediaType("JSON bodies must be UTF-8.")
+    raw = request.get_data(cache=True)
+    if not raw.strip():
+        raise BadRequest("The request body is empty; send a JSON object.")
+    return parse_json(raw)
+
+
+def parse_json(raw: bytes | str):
+    """Parse JSON strictly: no NaN or Infinity; nesting too deep is a 400, not a crash."""
+    try:
+        text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
+        return json.loads(text, parse_constant=_reject_constant)
+    except UnicodeDecodeError:
+        raise BadRequest("The body is not valid UTF-8.") from None
+    except RecursionError:
+        raise BadRequest("The JSON is nested too deeply.") from None
+    except ValueError as exc:
+        raise BadRequest(f"The body is not valid JSON: {exc}.") from None
+
+
+def empty_response(status: int = 204, headers=None) -> Response:
+    """An answer without a body (204, 304)."""
+    return Response(status=status, headers=headers)
+
+
+def json_response(data, status: int = 200, headers=None) -> Response:
+    """A JSON answer; compact, with a final newline for the shell."""
+    body = json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n"
+    return Response(body, status=status, headers=headers, content_type="application/json")
