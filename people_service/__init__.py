@@ -1,0 +1,69 @@
+"""people-service: people, friendships and messages over REST and GraphQL; create_app wires it."""
+
+from __future__ import annotations
+
+import logging
+
+from flask import Flask
+from werkzeug.routing import BaseConverter
+
+from . import config as settings
+from . import errors, limits, web
+from .auth import load_secret
+from .config import ConfigError
+from .schemas import ID_PATTERN
+from .store import SQLiteStore
+from .usage import UsageTracker
+
+__all__ = ["create_app", "ConfigError"]
+
+
+class IdConverter(BaseConverter):
+    """Path ids are ASCII digits without sign or leading zero, and fit SQLite's integers."""
+
+    regex = ID_PATTERN.strip("^$")
+
+
+def open_store(config: dict) -> SQLiteStore:
+    """The store named by DATABASE, with its schema created or upgraded."""
+    store = SQLiteStore(config["DATABASE"])
+    try:
+        store.migrate()
+    except Exception as exc:  # any failure here is a configuration problem for the operator
+        raise ConfigError(f"cannot open database {config['DATABASE']!r}: {exc}") from None
+    return store
+
+
+def create_app(config: dict | None = None) -> Flask:
+    """The WSGI app; `config` overrides PEOPLE_SERVICE_* settings (same names)."""
+    from .rest.messages import bp as messages_bp
+    from .rest.ops import bp as ops_bp
+    from .rest.people import bp as people_bp
+    from .rest.tokens import bp as tokens_bp
+
+    options = settings.load(config)
+    logging.getLogger("people_service").setLevel(str(options["LOG_LEVEL"]).upper())
+    app = Flask(__name__)
+    app.config.update(options)
+    app.config["MAX_CONTENT_LENGTH"] = options["MAX_BODY_BYTES"]
+    store = open_store(options)
+    try:
+        app.config["SECRET_KEY"] = load_secret(options)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read or create the secret key: {exc}") from None
+    app.extensions["people_service"] = {
+        "store": store,
+        "usage": UsageTracker(store, options["USAGE_FLUSH_SECONDS"]),
+        "unlimited": {"ops.health"},
+    }
+    app.url_map.converters["id"] = IdConverter
+    errors.register(app)
+    web.init_app(app)  # before the limiter: its after_request must run after the limiter's
+    for blueprint in (people_bp, messages_bp, ops_bp, tokens_bp):
+        app.register_blueprint(blueprint)
+    limiter = limits.create_limiter(app)
+    limiter.limit(limits.handshake_limit, key_func=limits.handshake_key)(tokens_bp)
+    for endpoint in app.extensions["people_service"]["unlimited"]:
+        limiter.exempt(app.view_functions[endpoint])
+    app.extensions["people_service"]["limiter"] = limiter
+    return app

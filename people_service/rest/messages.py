@@ -1,0 +1,75 @@
+"""REST resources for messages, which are private to their sender."""
+
+from __future__ import annotations
+
+from flask import Blueprint, request
+
+from .. import schemas, service
+from ..auth import current_caller, required
+from ..web import get_store, json_body, json_response
+from .openapi import doc
+
+bp = Blueprint("messages", __name__)
+
+
+@bp.post("/message")
+@required
+@doc(
+    "Send a message to a person; the sender is the caller",
+    body=schemas.MessageSchema,
+    headers=["Idempotency-Key"],
+    ok={
+        201: (
+            "Sent (or a replay: Idempotent-Replayed).",
+            schemas.MessageOutSchema,
+            ["Location", "Idempotent-Replayed"],
+        )
+    },
+    errors=[404],
+    tag="messages",
+)
+def send_message():
+    data = json_body()
+    caller = current_caller()
+    store = get_store()
+    status, message, replayed = service.idempotent(
+        store,
+        caller.key,
+        request.headers.get("Idempotency-Key"),
+        service.fingerprint("POST /message", data),
+        lambda: (201, service.send_message(store, caller.viewer, data)),
+    )
+    headers = {"Location": f"/message/{message['id']}"}
+    if replayed:
+        headers["Idempotent-Replayed"] = "true"
+    return json_response(message, status, headers)
+
+
+@bp.get("/message/<id:message_id>")
+@required
+@doc(
+    "Get a message the caller sent (admins: any message)",
+    ok={200: ("The message.", schemas.MessageOutSchema, [])},
+    tag="messages",
+)
+def get_message(message_id):
+    return json_response(service.get_message(get_store(), current_caller().viewer, message_id))
+
+
+@bp.get("/person/<id:person_id>/messages")
+@required
+@doc(
+    "The caller's messages to a person, newest first",
+    query=schemas.PageSchema,
+    ok={200: ("A page of messages.", schemas.MessageOutSchema(many=True), [])},
+    tag="messages",
+)
+def list_messages(person_id):
+    messages = service.list_messages(
+        get_store(),
+        current_caller().viewer,
+        person_id,
+        limit=request.args.get("limit"),
+        offset=request.args.get("offset"),
+    )
+    return json_response(messages)

@@ -1,0 +1,47 @@
+"""Operational endpoints: health, the OpenAPI document, and who the caller is."""
+
+from __future__ import annotations
+
+from flask import Blueprint, current_app
+
+from .. import schemas, service
+from ..auth import current_caller, describe, required
+from ..web import get_store, json_response
+from .openapi import build_spec, doc
+
+bp = Blueprint("ops", __name__)
+
+
+@bp.get("/health")
+@doc(
+    "Whether the service and its database answer",
+    ok={
+        200: ("Healthy.", schemas.HealthSchema, []),
+        503: ("The database cannot be read.", schemas.HealthSchema, []),
+    },
+    auth=False,
+    tag="operations",
+)
+def health():
+    if service.check_health(get_store()):
+        return json_response({"status": "ok", "database": "ok"})
+    return json_response({"status": "unavailable", "database": "unavailable"}, 503)
+
+
+@bp.get("/openapi.json")
+def openapi():
+    ext = current_app.extensions["people_service"]
+    if "openapi" not in ext:
+        ext["openapi"] = build_spec(current_app, ext["unlimited"])
+    return json_response(ext["openapi"])
+
+
+@bp.get("/me")
+@required
+@doc(
+    "Who the caller is, its limit and its usage",
+    ok={200: ("The caller.", schemas.CallerSchema, [])},
+    tag="operations",
+)
+def me():
+    return json_response(describe(current_caller()))
