@@ -1,0 +1,232 @@
+"""Fixtures: an app on a temporary SQLite file, credentials, and real servers on loopback."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from people_service import auth, create_app
+
+ROOT = Path(__file__).resolve().parent.parent
+SECRET = "test-secret-that-is-long-enough-for-hs256-0123456789"
+GENEROUS = "100000/minute"
+
+
+def make_app(tmp_path, **overrides):
+    config = {
+        "DATABASE": str(tmp_path / "people.db"),
+        "SECRET_KEY": SECRET,
+        "RATE_LIMIT": GENEROUS,
+        "ANONYMOUS_RATE_LIMIT": GENEROUS,
+        "AUTH_RATE_LIMIT": GENEROUS,
+        "LOG_LEVEL": "WARNING",
+    }
+    config.update(overrides)
+    return create_app(config)
+
+
+def close_app(app):
+    ext = app.extensions["people_service"]
+    ext["usage"].stop()
+    ext["store"].close()
+
+
+@pytest.fixture
+def app(tmp_path):
+    app = make_app(tmp_path)
+    yield app
+    close_app(app)
+
+
+@pytest.fixture
+def client(app):
+    return app.test_client()
+
+
+@pytest.fixture
+def store(app):
+    return app.extensions["people_service"]["store"]
+
+
+def new_key(app, name, scopes="read,write", rate_limit=None):
+    return auth.create_key(app.extensions["people_service"]["store"], name, scopes, rate_limit)
+
+
+@pytest.fixture
+def key(app):
+    return new_key(app, "ci")
+
+
+@pytest.fixture
+def headers(key):
+    """Credentials with scopes read and write."""
+    return {"X-API-Key": key}
+
+
+@pytest.fixture
+def read_headers(app):
+    return {"X-API-Key": new_key(app, "reader", "read")}
+
+
+@pytest.fixture
+def other_headers(app):
+    """A second caller with read and write."""
+    return {"X-API-Key": new_key(app, "other")}
+
+
+@pytest.fixture
+def admin_headers(app):
+    return {"X-API-Key": new_key(app, "admin", "read,write,admin")}
+
+
+@pytest.fixture
+def make_person(client, headers):
+    """Create a person through the API; returns its JSON."""
+
+    def make(name="Ada Lovelace", **fields):
+        response = client.post("/person", json={"name": name, **fields}, headers=headers)
+        assert response.status_code == 201, response.json
+        return response.json
+
+    return make
+
+
+@pytest.fixture
+def gql(client, headers):
+    """POST a GraphQL request through the test client; returns the response."""
+
+    def run(query, variables=None, *, auth=None, **extra):
+        body = {"query": query, **extra}
+        if variables is not None:
+            body["variables"] = variables
+        return client.post("/graphql", json=body, headers=headers if auth is None else auth)
+
+    return run
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class ServerProcess:
+    """`people-service serve` in a child process on a free loopback port."""
+
+    READY = re.compile(r"ready on (http://127\.0\.0\.1:\d+)")
+
+    def __init__(self, db: Path, env: dict | None = None, args=()):
+        self.db = db
+        self.env = {**os.environ, "PEOPLE_SERVICE_SECRET_KEY": SECRET, **(env or {})}
+        self.args = list(args)
+        self.stdout: list[str] = []
+        self.stderr: list[str] = []
+        self.url = None
+        self.process = None
+
+    def start(self, timeout: float = 30) -> ServerProcess:
+        self.stdout.clear()
+        self.stderr.clear()
+        self.url = None
+        command = [sys.executable, "-m", "people_service.cli", "serve", "--db", str(self.db)]
+        self.process = subprocess.Popen(
+            [*command, "--port", str(free_port()), *self.args],
+            cwd=ROOT,
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        ready = threading.Event()
+
+        def drain(stream, lines, watch):
+            for line in stream:
+                lines.append(line.rstrip("\n"))
+                match = self.READY.search(line) if watch else None
+                if match:
+                    self.url = match.group(1)
+                    ready.set()
+
+        self.readers = [
+            threading.Thread(target=drain, args=(self.process.stdout, self.stdout, False)),
+            threading.Thread(target=drain, args=(self.process.stderr, self.stderr, True)),
+        ]
+        for reader in self.readers:
+            reader.daemon = True
+            reader.start()
+        deadline = time.monotonic() + timeout
+        while not ready.wait(0.1):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError("server did not start:\n" + "\n".join(self.stderr))
+        return self
+
+    def wait_for_output(self, predicate, timeout: float = 10) -> str:
+        """The first stdout line that satisfies `predicate` (the drain thread may lag)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for line in list(self.stdout):
+                if predicate(line):
+                    return line.strip()
+            time.sleep(0.05)
+        raise AssertionError(f"no such line in {self.stdout}")
+
+    def stop(self, sig=None, timeout: float = 20) -> int:
+        """Signal the server (SIGTERM by default) and wait; returns its exit status."""
+        if self.process is None:
+            return 0
+        if self.process.poll() is None:
+            if sig is None:
+                self.process.terminate()
+            else:
+                self.process.send_signal(sig)
+        try:
+            status = self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            status = self.process.wait(5)
+        for reader in self.readers:
+            reader.join(5)
+        self.process.stdout.close()
+        self.process.stderr.close()
+        return status
+
+    def request(self, method, path, **kwargs):
+        kwargs.setdefault("timeout", 30)
+        return requests.request(method, self.url + path, **kwargs)
+
+
+@pytest.fixture(scope="session")
+def live(tmp_path_factory):
+    """One real server for the end-to-end tests, started as the README says (demo data)."""
+    db = tmp_path_factory.mktemp("live") / "people.db"
+    server = ServerProcess(db, env={"PEOPLE_SERVICE_RATE_LIMIT": GENEROUS}).start()
+    server.key = server.wait_for_output(lambda line: line.startswith("ps_"))
+    server.headers = {"X-API-Key": server.key}
+    yield server
+    server.stop()
+
+
+def cli(*args, db=None, input=None, env=None):
+    """Run the people-service command in a child process."""
+    command = [sys.executable, "-m", "people_service.cli", *args]
+    if db is not None:
+        command += ["--db", str(db)]
+    return subprocess.run(
+        command,
+        cwd=ROOT,
+        input=input,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PEOPLE_SERVICE_SECRET_KEY": SECRET, **(env or {})},
+    )

@@ -1,0 +1,201 @@
+"""The people-service command: data, keys, import/export, and one-line errors."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+
+from .conftest import ROOT, cli, close_app, make_app
+
+
+def test_init_db_is_idempotent_and_versions_the_schema(tmp_path):
+    db = tmp_path / "people.db"
+    for _ in range(2):
+        result = cli("init-db", db=db)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.strip() == f"database {db} is ready"
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 1
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert conn.execute("SELECT count(*) FROM people").fetchone()[0] == 0
+
+
+def test_init_db_demo_loads_the_demo_file(tmp_path):
+    result = cli("init-db", "--demo", db=tmp_path / "people.db")
+    assert result.returncode == 0, result.stderr
+    demo = json.loads((ROOT / "data" / "demo.json").read_text())
+    people = len(demo["people"])
+    pairs = {tuple(sorted((p["id"], f))) for p in demo["people"] for f in p["friends"]}
+    assert people >= 50
+    assert f"loaded {people} people, {len(pairs)} friendships" in result.stdout
+
+
+def test_demo_file_is_varied_and_consistent():
+    demo = json.loads((ROOT / "data" / "demo.json").read_text())["people"]
+    ids = {person["id"] for person in demo}
+    assert len(demo) >= 50
+    assert len({p["address"]["country"] for p in demo if p["address"]["country"]}) >= 15
+    for person in demo:
+        for friend in person["friends"]:
+            assert friend in ids and friend != person["id"]
+            assert person["id"] in next(p for p in demo if p["id"] == friend)["friends"]
+
+
+def test_keys_create_prints_the_key_alone_on_the_last_line(tmp_path):
+    db = tmp_path / "people.db"
+    result = cli("keys", "create", "--name", "ci", "--scopes", "read", db=db)
+    assert result.returncode == 0, result.stderr
+    key = result.stdout.strip().splitlines()[-1]
+    assert key.startswith("ps_") and " " not in key
+    app = make_app(tmp_path)
+    try:
+        client = app.test_client()
+        assert client.get("/people", headers={"X-API-Key": key}).status_code == 200
+        assert (
+            client.post("/person", json={"name": "x"}, headers={"X-API-Key": key}).status_code
+            == 403
+        )
+    finally:
+        close_app(app)
+
+
+def test_keys_list_shows_usage_and_revoke_stops_a_key(tmp_path):
+    db = tmp_path / "people.db"
+    key = cli("keys", "create", "--name", "ci", "--rate-limit", "100/minute", db=db).stdout.split()[
+        -1
+    ]
+    app = make_app(tmp_path)
+    try:
+        client = app.test_client()
+        for _ in range(3):
+            assert client.get("/people", headers={"X-API-Key": key}).status_code == 200
+        app.extensions["people_service"]["usage"].flush()
+        listing = cli("keys", "list", db=db)
+        assert listing.returncode == 0
+        header, row = listing.stdout.splitlines()[:2]
+        assert header.split() == [
+            "name",
+            "prefix",
+            "scopes",
+            "rate",
+            "limit",
+            "created",
+            "last",
+            "used",
+            "requests",
+            "revoked",
+        ]
+        assert row.split()[:4] == ["ci", key[:8] + "…", "read,write", "100/minute"]
+        assert row.split()[-2:] == ["3", "-"]
+        revoked = cli("keys", "revoke", "ci", db=db)
+        assert revoked.returncode == 0
+        assert client.get("/people", headers={"X-API-Key": key}).status_code == 401
+        assert cli("keys", "list", db=db).stdout.splitlines()[1].split()[-1] != "-"
+    finally:
+        close_app(app)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("keys", "revoke", "nobody"), "no active API key named 'nobody'"),
+        (("keys", "create", "--name", "bad name"), "The name must be"),
+        (("keys", "create", "--name", "k", "--scopes", "root"), "Scopes must be some of"),
+        (("keys", "create", "--name", "k", "--rate-limit", "lots"), "--rate-limit must look like"),
+        (("import", "/nonexistent/file.json"), "cannot read /nonexistent/file.json"),
+    ],
+)
+def test_cli_errors_are_one_line_without_traceback(tmp_path, args, message):
+    result = cli(*args, db=tmp_path / "people.db")
+    assert result.returncode != 0
+    assert message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in result.stderr
+
+
+def test_duplicate_key_name_is_refused(tmp_path):
+    db = tmp_path / "people.db"
+    assert cli("keys", "create", "--name", "ci", db=db).returncode == 0
+    again = cli("keys", "create", "--name", "ci", db=db)
+    assert again.returncode == 1
+    assert again.stderr.strip() == "people-service: An API key named 'ci' already exists."
+
+
+def test_export_then_import_round_trips(tmp_path):
+    source, target = tmp_path / "a" / "people.db", tmp_path / "b" / "people.db"
+    cli("init-db", "--demo", db=source)
+    exported = cli("export", db=source)
+    assert exported.returncode == 0
+    document = json.loads(exported.stdout)
+    people = len(document["people"])
+    assert exported.stderr.strip().startswith(f"exported {people} people, ")
+    dump = tmp_path / "dump.json"
+    assert cli("export", str(dump), db=source).returncode == 0
+    assert json.loads(dump.read_text()) == document
+    imported = cli("import", str(dump), db=target)
+    assert imported.returncode == 0, imported.stderr
+    assert imported.stderr.strip() == exported.stderr.strip().replace("exported", "imported")
+    assert json.loads(cli("export", db=target).stdout) == document
+
+
+def test_import_is_all_or_nothing(tmp_path):
+    db = tmp_path / "people.db"
+    bad = tmp_path / "bad.json"
+    bad.write_text(
+        json.dumps(
+            {
+                "people": [
+                    {"id": "1", "name": "Good", "friends": ["2"]},
+                    {"id": "2", "name": "", "friends": ["1"]},
+                ]
+            }
+        )
+    )
+    result = cli("import", str(bad), db=db)
+    assert result.returncode == 1
+    assert "people.1.name" in result.stderr
+    assert json.loads(cli("export", db=db).stdout) == {"people": []}
+    clash = tmp_path / "clash.json"
+    cli("init-db", "--demo", db=db)
+    clash.write_text(json.dumps({"people": [{"id": "1", "name": "Again", "friends": []}]}))
+    result = cli("import", str(clash), db=db)
+    assert result.returncode == 1
+    assert "A person with id '1' already exists." in result.stderr
+
+
+def test_bad_configuration_stops_serve_with_status_2(tmp_path):
+    cases = [
+        ({"PEOPLE_SERVICE_RATE_LIMIT": "plenty"}, "RATE_LIMIT must look like"),
+        ({"PEOPLE_SERVICE_EXPLORER": "altair"}, "EXPLORER must be one of"),
+        ({"PEOPLE_SERVICE_GRAPHQL_MAX_DEPTH": "deep"}, "GRAPHQL_MAX_DEPTH must be an integer"),
+        ({"PEOPLE_SERVICE_SECRET_KEY": "short"}, "SECRET_KEY must be at least 32 bytes"),
+        ({"PEOPLE_SERVICE_DATABASE": "/proc/people.db"}, "cannot open database"),
+    ]
+    for env, message in cases:
+        result = cli("serve", "--port", "0", env=env)
+        assert result.returncode == 2, (env, result.stderr)
+        assert message in result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+        assert "Traceback" not in result.stderr
+
+
+def test_unwritable_database_path_stops_with_status_2(tmp_path):
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("")  # even root cannot create a file inside a file
+    result = cli("serve", "--port", "0", db=blocker / "people.db")
+    assert result.returncode == 2
+    assert "cannot open database" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_secret_key_is_generated_once_with_mode_0600(tmp_path):
+    app = make_app(tmp_path, SECRET_KEY=None)
+    secret = app.config["SECRET_KEY"]
+    close_app(app)
+    path = tmp_path / "secret.key"
+    assert path.stat().st_mode & 0o777 == 0o600
+    again = make_app(tmp_path, SECRET_KEY=None)
+    assert again.config["SECRET_KEY"] == secret
+    close_app(again)

@@ -1,0 +1,152 @@
+"""The SQLite store on a real file: schema, pragmas, transactions and batched reads."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+
+import pytest
+
+from people_service import service
+from people_service.errors import Conflict, NotFound
+from people_service.store import SCHEMA_VERSION, SQLiteStore
+
+
+@pytest.fixture
+def db(tmp_path):
+    store = SQLiteStore(tmp_path / "people.db")
+    store.migrate()
+    yield store
+    store.close()
+
+
+def person(name, **fields):
+    return {
+        "name": name,
+        "age": None,
+        "email": None,
+        "street": None,
+        "city": None,
+        "country": None,
+        **fields,
+    }
+
+
+def test_migrate_sets_wal_foreign_keys_and_user_version(db, tmp_path):
+    assert db.migrate() == SCHEMA_VERSION  # a second run changes nothing
+    conn = db._db().conn
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+    assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == 5000
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+
+
+def test_a_newer_schema_is_refused(tmp_path):
+    path = tmp_path / "people.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    store = SQLiteStore(path)
+    with pytest.raises(RuntimeError, match="newer"):
+        store.migrate()
+    store.close()
+
+
+def test_transaction_rolls_back_every_write_on_error(db):
+    db.insert_person(person("Kept"))
+    with pytest.raises(ValueError):
+        with db.transaction():
+            db.insert_person(person("Lost"))
+            db.delete_person(1)
+            raise ValueError("boom")
+    assert [p["name"] for p in db.list_people(None, 10, 0)] == ["Kept"]
+
+
+def test_nested_transactions_join_the_outer_one(db):
+    with pytest.raises(ValueError):
+        with db.transaction():
+            with db.transaction():
+                db.insert_person(person("Inner"))
+            raise ValueError
+    assert db.count_people() == 0
+
+
+def test_email_is_unique_ignoring_case(db):
+    db.insert_person(person("A", email="Ada@Example.org"))
+    with pytest.raises(Conflict):
+        db.insert_person(person("B", email="ada@example.ORG"))
+    db.insert_person(person("C", email=None))
+    db.insert_person(person("D", email=None))  # several unknown emails are fine
+    assert db.count_people() == 3
+
+
+def test_delete_cascades_to_friendships_and_messages(db):
+    a, b = db.insert_person(person("A")), db.insert_person(person("B"))
+    db.add_friendship(a, b)
+    db.insert_message({"person_id": a, "sender_id": "api_key:1", "sender": "k", "content": "x"})
+    assert db.delete_person(a)
+    conn = db._db().conn
+    assert conn.execute("SELECT count(*) FROM friendships").fetchone()[0] == 0
+    assert conn.execute("SELECT count(*) FROM messages").fetchone()[0] == 0
+    assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
+
+
+def test_friends_of_loads_many_people_in_one_statement(db):
+    ids = [db.insert_person(person(f"P{i}")) for i in range(30)]
+    for other in ids[1:]:
+        db.add_friendship(ids[0], other)
+    statements = []
+    db._db().conn.set_trace_callback(statements.append)
+    found = db.friends_of(ids, 5)
+    db._db().conn.set_trace_callback(None)
+    assert len(statements) == 1
+    assert [f["name"] for f in found[ids[0]]] == ["P1", "P2", "P3", "P4", "P5"]
+    assert [f["name"] for f in found[ids[7]]] == ["P0"]
+
+
+def test_concurrent_writers_in_transactions_all_commit(tmp_path):
+    """8 threads x 30 read-then-write transactions: none fails with 'database is locked'."""
+    store = SQLiteStore(tmp_path / "people.db")
+    store.migrate()
+    store.insert_person(person("Counter", age=0))
+    failures = []
+
+    def work():
+        try:
+            for _ in range(30):
+                with store.transaction():
+                    current = store.get_person(1)["age"]
+                    store.update_person(1, person("Counter", age=(current + 1) % 151))
+                    store.insert_person(person("row"))
+        except Exception as exc:  # collected and asserted below
+            failures.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    assert store.count_people() == 1 + 8 * 30
+    assert store.get_person(1)["age"] == (8 * 30) % 151  # no lost update
+    store.close()
+
+
+def test_service_import_keeps_ids_and_friendships(db):
+    document = {
+        "people": [
+            {"id": "5", "name": "Five", "friends": ["9"]},
+            {"id": "9", "name": "Nine", "address": {"city": "Oslo"}, "friends": ["5"]},
+        ]
+    }
+    assert service.import_people(db, document) == (2, 1)
+    assert service.get_person(db, "9")["address"]["city"] == "Oslo"
+    exported, pairs = service.export_people(db)
+    assert pairs == 1
+    assert [p["friends"] for p in exported["people"]] == [["9"], ["5"]]
+    created = db.insert_person(person("Next"))
+    assert created == 10  # the sequence continues after imported ids
+
+
+def test_update_of_a_missing_person_is_not_found(db):
+    with pytest.raises(NotFound):
+        db.update_person(3, person("Ghost"))
