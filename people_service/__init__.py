@@ -36,6 +36,7 @@ def open_store(config: dict) -> SQLiteStore:
 
 def create_app(config: dict | None = None) -> Flask:
     """The WSGI app; `config` overrides PEOPLE_SERVICE_* settings (same names)."""
+    from .graphql.view import bp as graphql_bp
     from .rest.messages import bp as messages_bp
     from .rest.ops import bp as ops_bp
     from .rest.people import bp as people_bp
@@ -59,7 +60,7 @@ def create_app(config: dict | None = None) -> Flask:
     app.url_map.converters["id"] = IdConverter
     errors.register(app)
     web.init_app(app)  # before the limiter: its after_request must run after the limiter's
-    for blueprint in (people_bp, messages_bp, ops_bp, tokens_bp):
+    for blueprint in (people_bp, messages_bp, ops_bp, tokens_bp, graphql_bp):
         app.register_blueprint(blueprint)
     limiter = limits.create_limiter(app)
     limiter.limit(limits.handshake_limit, key_func=limits.handshake_key)(tokens_bp)

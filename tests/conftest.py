@@ -230,3 +230,53 @@ def cli(*args, db=None, input=None, env=None):
         timeout=120,
         env={**os.environ, "PEOPLE_SERVICE_SECRET_KEY": SECRET, **(env or {})},
     )
+
+
+def demo_people() -> dict[str, dict]:
+    """data/demo.json by id: the values a fresh demo server holds."""
+    import json
+
+    people = json.loads((ROOT / "data" / "demo.json").read_text())["people"]
+    return {person["id"]: person for person in people}
+
+
+class GraphQLClient:
+    """Sends GraphQL requests to a real server by GET or by POST."""
+
+    def __init__(self, server, headers):
+        self.server, self.headers = server, headers
+
+    def __call__(self, method, query, variables=None, operation=None, headers=None, **params):
+        import json
+
+        headers = {**self.headers, **(headers or {})}
+        if method == "GET":
+            args = {"query": query, **params}
+            if variables is not None:
+                args["variables"] = json.dumps(variables)
+            if operation is not None:
+                args["operationName"] = operation
+            return self.server.request("GET", "/graphql", params=args, headers=headers)
+        body = {"query": query}
+        if variables is not None:
+            body["variables"] = variables
+        if operation is not None:
+            body["operationName"] = operation
+        return self.server.request("POST", "/graphql", json=body, headers=headers)
+
+
+@pytest.fixture(scope="module")
+def demo_server(tmp_path_factory):
+    """A real server on a fresh copy of the demo, for one test module."""
+    db = tmp_path_factory.mktemp("demo") / "people.db"
+    env = {"PEOPLE_SERVICE_RATE_LIMIT": GENEROUS, "PEOPLE_SERVICE_ANONYMOUS_RATE_LIMIT": GENEROUS}
+    server = ServerProcess(db, env=env).start()
+    server.key = server.wait_for_output(lambda line: line.startswith("ps_"))
+    server.headers = {"X-API-Key": server.key}
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def graphql(demo_server):
+    return GraphQLClient(demo_server, demo_server.headers)

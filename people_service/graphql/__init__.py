@@ -1,0 +1,1 @@
+"""The GraphQL endpoint: schema, resolvers, limits and the GraphQL-over-HTTP view."""
