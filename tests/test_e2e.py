@@ -1,0 +1,188 @@
+"""End to end: the real server (waitress, started as the README says) over HTTP on loopback."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+
+import requests
+
+from .conftest import ROOT, ServerProcess, cli, free_port
+
+
+def test_first_start_loads_the_demo_and_prints_a_working_key(live):
+    assert live.key.startswith("ps_")
+    assert any("Loaded the demo data" in line for line in live.stdout)
+    response = live.request("GET", "/people", headers=live.headers)
+    assert response.status_code == 200
+    assert int(response.headers["X-Total-Count"]) >= 50
+    assert response.headers["Server"] == "people-service"
+    assert live.request("GET", "/health").json() == {"status": "ok", "database": "ok"}
+
+
+def test_a_second_start_keeps_the_data_and_prints_no_new_key(tmp_path):
+    server = ServerProcess(tmp_path / "people.db").start()
+    key = server.wait_for_output(lambda line: line.startswith("ps_"))
+    assert server.stop() == 0
+    again = ServerProcess(tmp_path / "people.db").start()
+    try:
+        time.sleep(0.3)
+        assert not any(line.startswith("ps_") for line in again.stdout)
+        response = again.request("GET", "/people?limit=1", headers={"X-API-Key": key})
+        assert response.status_code == 200
+    finally:
+        assert again.stop() == 0
+
+
+def readme_shell_examples() -> list[str]:
+    """The README's ```sh blocks: the curl examples a reader copies."""
+    return re.findall(r"```sh\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.S)
+
+
+def test_readme_curl_examples_work_as_written(live, tmp_path):
+    blocks = readme_shell_examples()
+    assert sum(block.count("curl ") for block in blocks) >= 25
+    created = cli(
+        "users",
+        "create",
+        "ada",
+        "--password-stdin",
+        db=live.db,
+        input="correct horse battery staple\n",
+    )
+    assert created.returncode == 0, created.stderr
+    port = live.url.rsplit(":", 1)[1]
+    # each block runs as one script; curl fails on any HTTP error status
+    prelude = 'set -euo pipefail\ncurl() { command curl -fsS "$@"; }\n'
+    for block in blocks:
+        script = prelude + block.replace("http://127.0.0.1:8080", f"http://127.0.0.1:{port}")
+        result = subprocess.run(
+            ["bash", "-c", script],
+            cwd=tmp_path,
+            env={**os.environ, "KEY": live.key},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert result.returncode == 0, (block, result.stdout[-2000:], result.stderr[-2000:])
+        assert "errors" not in result.stdout, (block, result.stdout[-2000:])
+
+
+def test_concurrent_writers_lose_nothing(live):
+    """8 threads writing people and messages at once: every write 201, none lost, none twice."""
+    run = uuid.uuid4().hex[:8]
+    per_thread = 25
+    results: list[tuple[str, int, dict]] = []
+    lock = threading.Lock()
+    target = live.request("POST", "/person", json={"name": f"target-{run}"}, headers=live.headers)
+    target_id = target.json()["id"]
+
+    def writer(index: int):
+        session = requests.Session()
+        for n in range(per_thread):
+            person = session.post(
+                live.url + "/person",
+                json={"name": f"w-{run}-{index}-{n}"},
+                headers=live.headers,
+                timeout=30,
+            )
+            message = session.post(
+                live.url + "/message",
+                json={"person_id": target_id, "content": f"m-{run}-{index}-{n}"},
+                headers=live.headers,
+                timeout=30,
+            )
+            with lock:
+                results.append(("person", person.status_code, person.json()))
+                results.append(("message", message.status_code, message.json()))
+
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert len(results) == 8 * per_thread * 2
+    assert all(status == 201 for _, status, _ in results), [r for r in results if r[1] != 201][:3]
+    listed = live.request("GET", f"/people?name=w-{run}-&limit=1000", headers=live.headers).json()
+    assert sorted(p["name"] for p in listed) == sorted(
+        f"w-{run}-{i}-{n}" for i in range(8) for n in range(per_thread)
+    )
+    messages = live.request(
+        "GET", f"/person/{target_id}/messages?limit=1000", headers=live.headers
+    ).json()
+    assert sorted(m["content"] for m in messages) == sorted(
+        f"m-{run}-{i}-{n}" for i in range(8) for n in range(per_thread)
+    )
+    log = "\n".join(live.stderr)
+    assert "locked" not in log and "Traceback" not in log
+
+
+def test_access_log_names_request_caller_and_timing(live):
+    live.request(
+        "GET", "/people?limit=1", headers={**live.headers, "X-Request-ID": "e2e-log-check"}
+    )
+    deadline = time.monotonic() + 5
+    pattern = re.compile(r"\S+ e2e-log-check demo GET /people\?limit=1 200 \d+\.\dms$")
+    while time.monotonic() < deadline and not any(pattern.search(line) for line in live.stderr):
+        time.sleep(0.05)
+    assert any(pattern.search(line) for line in live.stderr)
+    assert not any(live.key in line for line in live.stderr)
+
+
+def test_server_stays_up_through_garbage(live):
+    host, port = "127.0.0.1", int(live.url.rsplit(":", 1)[1])
+    for payload in (
+        b"\x00\xff garbage\r\n\r\n",
+        b"GET / HTTP/9.9\r\n\r\n",
+        b"POST /person HTTP/1.1\r\nContent-Length: -5\r\n\r\n",
+    ):
+        with socket.create_connection((host, port), timeout=5) as sock:
+            sock.sendall(payload)
+            try:
+                sock.recv(4096)
+            except OSError:
+                pass
+    assert live.request("GET", "/health").status_code == 200
+
+
+def test_sigterm_stops_cleanly_with_status_0(tmp_path):
+    server = ServerProcess(tmp_path / "people.db").start()
+    key = server.wait_for_output(lambda line: line.startswith("ps_"))
+    assert server.request("GET", "/people", headers={"X-API-Key": key}).status_code == 200
+    assert server.stop(signal.SIGTERM) == 0
+    assert "people-service stopped" in "\n".join(server.stderr)
+
+
+def test_python_app_py_serves_the_same_app(tmp_path):
+    env = {**os.environ, "PEOPLE_SERVICE_DATABASE": str(tmp_path / "people.db")}
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "app.py", "--port", str(port)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                if requests.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                    break
+            except requests.ConnectionError:
+                time.sleep(0.1)
+        else:
+            raise AssertionError("python app.py did not answer")
+    finally:
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=20)
+    assert process.returncode == 0, err
+    assert out.strip().splitlines()[-1].startswith("ps_")
