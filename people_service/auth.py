@@ -104,7 +104,9 @@ def caller_from_key(store, key: str) -> Caller | None:
 # -- users and tokens -----------------------------------------------------------------------
 
 
-def create_user(store, username: str, password: str, scopes="read,write") -> None:
+def create_user(
+    store, username: str, password: str, scopes="read,write", rate_limit: str | None = None
+) -> None:
     if not password or len(password) > 1024:
         raise BadRequest("The password must be 1 to 1024 characters.")
     store.insert_user(
@@ -112,6 +114,7 @@ def create_user(store, username: str, password: str, scopes="read,write") -> Non
             "username": check_name(username, "username"),
             "password_hash": generate_password_hash(password, PASSWORD_METHOD),
             "scopes": " ".join(parse_scopes(scopes)),
+            "rate_limit": rate_limit,
         }
     )
 
@@ -281,14 +284,21 @@ def load_secret(config: dict) -> str:
     if config.get("SECRET_KEY"):
         return str(config["SECRET_KEY"])
     path = os.path.join(os.path.dirname(os.path.abspath(config["DATABASE"])), "secret.key")
-    try:
-        with open(path, encoding="ascii") as file:
-            secret = file.read().strip()
-    except FileNotFoundError:
-        secret = secrets.token_urlsafe(48)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    if not os.path.exists(path):
+        # written aside, then linked into place: a second process starting at the same moment
+        # either links first or reads the whole secret, never an empty file
+        draft = f"{path}.{os.getpid()}.tmp"
+        fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w", encoding="ascii") as file:
-            file.write(secret + "\n")
+            file.write(secrets.token_urlsafe(48) + "\n")
+        try:
+            os.link(draft, path)
+        except FileExistsError:
+            pass
+        finally:
+            os.unlink(draft)
+    with open(path, encoding="ascii") as file:
+        secret = file.read().strip()
     if len(secret.encode()) < 32:
         raise ValueError(f"{path} holds a secret shorter than 32 bytes")
     return secret

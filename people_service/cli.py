@@ -202,7 +202,9 @@ def users_create(args) -> int:
         password = getpass.getpass("Password: ")
         if getpass.getpass("Repeat password: ") != password:
             raise CommandError("the passwords do not match")
-    auth.create_user(_store(_app(args)), args.username, password, args.scopes)
+    if args.rate_limit:
+        check_rate_limit(args.rate_limit, "--rate-limit")
+    auth.create_user(_store(_app(args)), args.username, password, args.scopes, args.rate_limit)
     print(f"created user '{args.username}' with scopes {args.scopes}")
     return 0
 
@@ -271,6 +273,7 @@ def parser() -> argparse.ArgumentParser:
     user.add_argument("username")
     user.add_argument("--scopes", default="read,write")
     user.add_argument("--password-stdin", action="store_true", help="read the password from stdin")
+    user.add_argument("--rate-limit", help='its own limit, e.g. "100/minute"')
     user.set_defaults(handler=users_create)
 
     load = commands.add_parser("import", parents=[db], help="load people from a JSON file")

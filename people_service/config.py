@@ -23,6 +23,8 @@ DEFAULTS: dict[str, object] = {
     "AUTH_RATE_LIMIT": "10/minute",
     # where the rate-limit counters live: memory:// (one process) or redis://host:port
     "RATE_LIMIT_STORAGE": "memory://",
+    # prefix of the counters' keys, so several deployments can share one Redis
+    "RATE_LIMIT_PREFIX": "people-service",
     # the page GET /graphql serves to a browser: playground, graphiql or none
     "EXPLORER": "playground",
     # base URL of the explorer's assets; empty: the explorer's public CDN

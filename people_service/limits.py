@@ -61,7 +61,7 @@ def create_limiter(app) -> Limiter:
         # unlike fixed-window, a refused request is not charged, and hits are O(1)
         strategy="sliding-window-counter",
         headers_enabled=True,
-        key_prefix="people-service",
+        key_prefix=app.config["RATE_LIMIT_PREFIX"],
         # if Redis goes away, keep serving with per-process counters rather than fail
         in_memory_fallback_enabled=True,
     )
