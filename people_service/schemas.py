@@ -170,7 +170,9 @@ class CallerSchema(Schema):
 
 class HealthSchema(Schema):
     status = fields.String(required=True, validate=validate.OneOf(["ok", "unavailable"]))
-    database = fields.String(required=True, validate=validate.OneOf(["ok", "unavailable"]))
+    database = fields.String(
+        required=True, validate=validate.OneOf(["ok", "missing", "read-only", "unreadable"])
+    )
 
 
 class ProblemSchema(Schema):

@@ -149,9 +149,20 @@ def get_person(store, person_id) -> dict:
     return person_out(row)
 
 
+def _storable(text) -> bool:
+    """A string that could be stored, so that looking it up can match something."""
+    if not isinstance(text, str) or "\x00" in text:
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def find_person(store, name: str) -> dict:
     """The person with exactly this name ignoring case (lowest id); raises NotFound."""
-    row = store.find_person(name) if isinstance(name, str) else None
+    row = store.find_person(name) if _storable(name) else None
     if row is None:
         raise NotFound(f"No person named '{str(name)[:200]}'.")
     return person_out(row)
@@ -373,13 +384,12 @@ def idempotent(store, caller: str, key: str | None, request_print: str, action):
     return status, body, False
 
 
-def check_health(store) -> bool:
-    """Whether the database can be read."""
+def check_health(store) -> str:
+    """'ok', or what is wrong with the database ('missing', 'read-only', 'unreadable')."""
     try:
-        store.check()
+        return store.check()
     except ServiceError:
-        return False
-    return True
+        return "unreadable"
 
 
 # -- bulk import and export -----------------------------------------------------------------

@@ -149,10 +149,34 @@ class SQLiteStore:
 
     def _db(self) -> sqlite_utils.Database:
         db = getattr(self._local, "db", None)
+        if db is not None and not self._local.depth and self._file_id() != self._local.file_id:
+            # the file was deleted or replaced (a restore): writing on into the old inode would
+            # lose every write at the next restart
+            self._local.db = None
+            self._forget(db.conn)
+            db = None
         if db is None:
-            db = self._local.db = sqlite_utils.Database(self._connect())
-            self._local.depth = 0
+            file_id = self._file_id()
+            db = sqlite_utils.Database(self._connect())
+            self._local.db, self._local.depth, self._local.file_id = db, 0, file_id
         return db
+
+    def _file_id(self) -> tuple[int, int]:
+        try:
+            stat = os.stat(self.path)
+        except FileNotFoundError:
+            missing = Unavailable("The database file is missing.", headers={"Retry-After": "5"})
+            raise missing from None
+        return stat.st_dev, stat.st_ino
+
+    def _forget(self, conn: sqlite3.Connection) -> None:
+        with self._lock:
+            if conn in self._connections:
+                self._connections.remove(conn)
+        try:
+            conn.close()
+        except sqlite3.Error:
+            pass
 
     def _connect(self) -> sqlite3.Connection:
         # uri=True with mode=rw: a database file that vanished is an error, not a new empty file
@@ -189,6 +213,11 @@ class SQLiteStore:
             finally:
                 self._local.depth -= 1
             return
+        if not os.access(self.path, os.W_OK):
+            # open connections could still write through their descriptors; the operator said no
+            raise Unavailable(
+                "The database is read-only; nothing was written.", headers={"Retry-After": "5"}
+            )
         try:
             db.conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as error:
@@ -253,11 +282,19 @@ class SQLiteStore:
         return row["n"] == 0
 
     @_translated
-    def check(self) -> None:
-        """Raise a domain error unless the database file is there and readable."""
+    def check(self) -> str:
+        """'ok', or what is wrong with the database: 'missing', 'read-only' or 'unreadable'."""
         if not os.path.exists(self.path):
-            raise Unavailable("The database file is missing.")
-        self._execute("SELECT 1 FROM people LIMIT 1").fetchall()
+            return "missing"
+        directory = os.path.dirname(os.path.abspath(self.path))
+        # access() reports a read-only file system even to root, who may write anything else
+        if not (os.access(self.path, os.W_OK) and os.access(directory, os.W_OK)):
+            return "read-only"
+        try:
+            self._execute("SELECT 1 FROM people LIMIT 1").fetchall()
+        except (sqlite3.Error, ServiceError):
+            return "unreadable"
+        return "ok"
 
     # -- people -----------------------------------------------------------------------------
 

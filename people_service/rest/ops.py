@@ -17,15 +17,16 @@ bp = Blueprint("ops", __name__)
     "Whether the service and its database answer",
     ok={
         200: ("Healthy.", schemas.HealthSchema, []),
-        503: ("The database cannot be read.", schemas.HealthSchema, []),
+        503: ("The database is missing, read-only or unreadable.", schemas.HealthSchema, []),
     },
     auth=False,
     tag="operations",
 )
 def health():
-    if service.check_health(get_store()):
+    database = service.check_health(get_store())
+    if database == "ok":
         return json_response({"status": "ok", "database": "ok"})
-    return json_response({"status": "unavailable", "database": "unavailable"}, 503)
+    return json_response({"status": "unavailable", "database": database}, 503)
 
 
 @bp.get("/openapi.json")
