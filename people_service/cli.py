@@ -15,6 +15,7 @@ from pathlib import Path
 from . import auth, service
 from .config import ConfigError, check_rate_limit
 from .errors import ServiceError
+from .web import RequestIdFilter
 
 log = logging.getLogger("people_service")
 DEMO_FILE = Path("data") / "demo.json"
@@ -66,15 +67,30 @@ def bootstrap(app, out=sys.stdout) -> str | None:
 # -- serve --------------------------------------------------------------------------------
 
 
-def _busy(server) -> bool:
-    """Whether a request is still running or an answer is still being sent."""
-    dispatcher = server.task_dispatcher
-    if dispatcher.active_count or dispatcher.queue:
-        return True
-    for channel in list(server._map.values()):
-        if getattr(channel, "total_outbufs_len", 0) or getattr(channel, "requests", None):
-            return True
-    return False
+def _drain(server, seconds: float = 10) -> None:
+    """Finish what is running and send its answers; close idle connections; accept no more.
+
+    A connection is closed as soon as it has no request in progress and nothing left to send,
+    so a keep-alive client gets the answer to what it already sent and then a closed socket.
+    """
+    server.accepting = False
+    server.del_channel()
+    server.socket.close()
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        busy = bool(server.task_dispatcher.active_count or server.task_dispatcher.queue)
+        for channel in list(server._map.values()):
+            lock = getattr(channel, "requests_lock", None)
+            if lock is None:
+                continue  # the trigger, not a client connection
+            with lock:
+                if channel.requests or channel.total_outbufs_len:
+                    busy = True
+                else:
+                    channel.close_when_flushed = True  # idle keep-alive: nothing to lose
+        if not busy:
+            break
+        server.asyncore.loop(timeout=0.05, map=server._map, count=1)
 
 
 def serve(args) -> int:
@@ -118,14 +134,8 @@ def serve(args) -> int:
     )
     while not stopping.is_set():
         server.asyncore.loop(timeout=0.2, map=server._map, count=1)
-    # Graceful stop: no new connections; running requests finish and their answers go out.
     log.info("people-service stopping")
-    server.accepting = False
-    server.del_channel()
-    server.socket.close()
-    deadline = time.monotonic() + 10
-    while _busy(server) and time.monotonic() < deadline:
-        server.asyncore.loop(timeout=0.05, map=server._map, count=1)
+    _drain(server)
     server.task_dispatcher.shutdown(cancel_pending=True, timeout=2)
     app.extensions["people_service"]["usage"].stop()
     _store(app).close()
@@ -292,7 +302,11 @@ def configure_logging() -> None:
     access = logging.getLogger("people_service.access")
     access.addHandler(handler)
     access.propagate = False
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO, format="%(levelname)s %(name)s [%(request_id)s]: %(message)s"
+    )
+    for root_handler in logging.getLogger().handlers:
+        root_handler.addFilter(RequestIdFilter())
 
 
 def main(argv=None) -> int:

@@ -96,12 +96,13 @@ def describe(error: Exception) -> tuple[int, str, dict | None, dict]:
     """Status, detail, field errors and headers of any error; internals of others stay hidden."""
     if isinstance(error, ServiceError):
         return error.status, error.detail, error.errors, error.headers
-    if isinstance(error, HTTPException) and error.code:
+    if isinstance(error, HTTPException) and error.code and error.code < 500:
         headers = dict(error.get_response().headers)
         headers.pop("Content-Type", None)
         headers.pop("Content-Length", None)
         return error.code, http_detail(error), None, headers
-    log.error("unexpected error", exc_info=error)
+    original = getattr(error, "original_exception", None) or error
+    log.error("unexpected error", exc_info=original)
     return 500, ServiceError.default_detail, None, {}
 
 
@@ -121,7 +122,8 @@ def http_detail(error: HTTPException) -> str:
 def problem_response(error: Exception) -> Response:
     """Render any error as application/problem+json, keeping headers such as Allow."""
     status, detail, errors, headers = describe(error)
-    body = json.dumps(problem(status, detail, errors), ensure_ascii=False)
+    # ASCII escapes: field names echoed from a body may hold lone surrogates, which UTF-8 cannot
+    body = json.dumps(problem(status, detail, errors))
     return Response(body, status=status, headers=headers, content_type=PROBLEM_JSON)
 
 

@@ -8,7 +8,7 @@ import re
 import time
 import uuid
 
-from flask import current_app, g, request
+from flask import current_app, g, has_request_context, request
 from werkzeug.wrappers import Response
 
 from .auth import peek_caller
@@ -85,6 +85,14 @@ def finish_request(response: Response) -> Response:
     return response
 
 
+class RequestIdFilter(logging.Filter):
+    """Stamps log records with the request id, so an error log line leads to its access line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.request_id = g.get("request_id", "-") if has_request_context() else "-"
+        return True
+
+
 def _logged_caller():
     """The caller for the access log, also on routes that never asked (404, open endpoints)."""
     if "caller" in g:
@@ -140,7 +148,18 @@ def empty_response(status: int = 204, headers=None) -> Response:
     return Response(status=status, headers=headers)
 
 
+def dump_json(data) -> bytes:
+    """Compact UTF-8 JSON with a final newline for the shell.
+
+    Text that UTF-8 cannot carry (a lone surrogate echoed back in an error) is \\u-escaped.
+    """
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n"
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return (json.dumps(data, separators=(",", ":")) + "\n").encode("ascii")
+
+
 def json_response(data, status: int = 200, headers=None) -> Response:
-    """A JSON answer; compact, with a final newline for the shell."""
-    body = json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n"
-    return Response(body, status=status, headers=headers, content_type="application/json")
+    """A JSON answer."""
+    return Response(dump_json(data), status, headers, content_type="application/json")

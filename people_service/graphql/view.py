@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from functools import lru_cache
 
@@ -16,7 +15,7 @@ from werkzeug.wrappers import Response
 from .. import errors
 from ..auth import authenticate
 from ..errors import BadRequest, ServiceError, UnsupportedMediaType
-from ..web import get_store, json_body, parse_json
+from ..web import dump_json, get_store, json_body, parse_json
 from . import limits
 from .batch import Batches
 from .resolvers import Context
@@ -220,8 +219,7 @@ def execute(data: dict, caller) -> tuple[dict, bool]:
 
 
 def graphql_response(body, status: int, media: str | None = None, headers=None) -> Response:
-    text = json.dumps(body, ensure_ascii=False, separators=(",", ":")) + "\n"
-    return Response(text, status=status, headers=headers, content_type=media or JSON)
+    return Response(dump_json(body), status=status, headers=headers, content_type=media or JSON)
 
 
 @bp.route("/graphql", methods=["GET", "POST"])
