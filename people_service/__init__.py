@@ -9,7 +9,7 @@ from werkzeug.routing import BaseConverter
 
 from . import config as settings
 from . import errors, limits, web
-from .auth import load_secret
+from .auth import CallerCache, load_secret
 from .config import ConfigError
 from .schemas import ID_PATTERN
 from .store import SQLiteStore
@@ -54,6 +54,7 @@ def create_app(config: dict | None = None) -> Flask:
         raise ConfigError(f"cannot read or create the secret key: {exc}") from None
     app.extensions["people_service"] = {
         "store": store,
+        "callers": CallerCache(store),
         "usage": UsageTracker(store, options["USAGE_FLUSH_SECONDS"]),
         "unlimited": {"ops.health"},
     }
@@ -62,9 +63,8 @@ def create_app(config: dict | None = None) -> Flask:
     web.init_app(app)  # before the limiter: its after_request must run after the limiter's
     for blueprint in (people_bp, messages_bp, ops_bp, tokens_bp, graphql_bp):
         app.register_blueprint(blueprint)
-    limiter = limits.create_limiter(app)
-    limiter.limit(limits.handshake_limit, key_func=limits.handshake_key)(tokens_bp)
-    for endpoint in app.extensions["people_service"]["unlimited"]:
-        limiter.exempt(app.view_functions[endpoint])
-    app.extensions["people_service"]["limiter"] = limiter
+    rate_limits = limits.RateLimits(app)
+    rate_limits.unlimited = app.extensions["people_service"]["unlimited"]
+    rate_limits.handshake_endpoints = {"tokens.issue_token"}
+    app.extensions["people_service"]["limiter"] = rate_limits
     return app

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import hmac
+import math
 import os
 import re
 import secrets
@@ -147,8 +148,9 @@ def issue_token(user: dict, secret: str, ttl: int) -> str:
     return jwt.encode(claims, secret, algorithm="HS256")
 
 
-def caller_from_token(store, token: str, secret: str) -> Caller | None:
-    """The user a token stands for, or None when it is invalid, expired or the user is gone."""
+def caller_from_token(store, token: str, secret: str) -> tuple[Caller, int] | None:
+    """The user a token stands for and when it expires; None when it is invalid, expired or the
+    user is gone."""
     try:
         claims = jwt.decode(
             token,
@@ -167,7 +169,40 @@ def caller_from_token(store, token: str, secret: str) -> Caller | None:
         return None
     # a token never grants more than its user has now
     scopes = frozenset(claims["scope"].split()) & frozenset(user["scopes"].split())
-    return Caller("user", user["id"], user["username"], scopes, user["rate_limit"])
+    return Caller("user", user["id"], user["username"], scopes, user["rate_limit"]), claims["exp"]
+
+
+class CallerCache:
+    """Callers of valid keys and tokens, so a request costs no database lookup to identify.
+
+    Entries last until any credential is revoked (the store's credentials epoch changes, also
+    when the CLI revokes from another process) and, for tokens, until they expire.
+    """
+
+    LIMIT = 10_000
+
+    def __init__(self, store):
+        self.store = store
+        self.entries: dict[str, tuple[Caller, float]] = {}
+        self.epoch: bytes | None = None
+
+    def get(self, credential: str) -> Caller | None:
+        epoch = self.store.credentials_epoch()
+        if epoch is None:
+            return None  # revocations cannot be seen: look every caller up
+        if epoch != self.epoch:
+            self.entries, self.epoch = {}, epoch
+        entry = self.entries.get(credential)
+        if entry is None or entry[1] <= time.time():
+            return None
+        return entry[0]
+
+    def put(self, credential: str, caller: Caller, expires: float = math.inf) -> None:
+        if self.epoch is None:
+            return
+        if len(self.entries) >= self.LIMIT:
+            self.entries = {}  # a crude bound: refilled from the database as callers return
+        self.entries[credential] = (caller, expires)
 
 
 # -- the caller of the current request ------------------------------------------------------
@@ -180,14 +215,19 @@ def challenge(error: str | None = None) -> dict:
 
 def _resolve() -> Caller | None:
     ext = current_app.extensions["people_service"]
-    store = ext["store"]
-    key = request.headers.get("X-API-Key")
+    store, cache = ext["store"], ext["callers"]
+    headers = request.headers
+    key = headers.get("X-API-Key")
     if key is not None:
-        caller = caller_from_key(store, key.strip())
+        key = key.strip()
+        caller = cache.get(key)
         if caller is None:
-            raise Unauthorized("The API key is unknown or revoked.", headers=challenge())
+            caller = caller_from_key(store, key)
+            if caller is None:
+                raise Unauthorized("The API key is unknown or revoked.", headers=challenge())
+            cache.put(key, caller)
     else:
-        header = request.headers.get("Authorization")
+        header = headers.get("Authorization")
         if header is None:
             return None
         scheme, _, token = header.strip().partition(" ")
@@ -197,11 +237,15 @@ def _resolve() -> Caller | None:
                 "Send 'Authorization: Bearer <token>' or 'X-API-Key: <key>'.",
                 headers=challenge("invalid_request"),
             )
-        caller = caller_from_token(store, token, current_app.config["SECRET_KEY"])
+        caller = cache.get("Bearer " + token)
         if caller is None:
-            raise Unauthorized(
-                "The token is invalid or expired.", headers=challenge("invalid_token")
-            )
+            found = caller_from_token(store, token, current_app.config["SECRET_KEY"])
+            if found is None:
+                raise Unauthorized(
+                    "The token is invalid or expired.", headers=challenge("invalid_token")
+                )
+            caller, expires = found
+            cache.put("Bearer " + token, caller, expires)
     ext["usage"].hit(caller)
     return caller
 
@@ -211,16 +255,18 @@ def current_caller() -> Caller | None:
 
     Raises Unauthorized for credentials that are present but wrong.
     """
-    if "caller_error" in g:
-        raise g.caller_error
-    if "caller" not in g:
+    state = g._get_current_object()  # one proxy lookup: this runs several times per request
+    try:
+        caller = state.caller
+    except AttributeError:
         try:
-            g.caller = _resolve()
+            caller = state.caller = _resolve()
         except Unauthorized as error:
-            g.caller = None
-            g.caller_error = error
+            state.caller, state.caller_error = None, error
             raise
-    return g.caller
+    if caller is None and "caller_error" in state:
+        raise state.caller_error
+    return caller
 
 
 def peek_caller() -> Caller | None:

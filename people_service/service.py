@@ -75,6 +75,9 @@ def page(limit=None, offset=None) -> tuple[int, int]:
 
 
 def friends_limit(limit) -> int:
+    """A checked friends(limit:) or messages(limit:), 0 to 100 (default 10)."""
+    if type(limit) is int and 0 <= limit <= 100:
+        return limit  # the common case, resolved once per object of a GraphQL list
     args = {} if limit is None else {"limit": limit}
     return validated(schemas.friends_limit_schema, args, error=InvalidArgument)["limit"]
 
@@ -105,10 +108,19 @@ def _columns(person: dict) -> dict:
     }
 
 
+def person_json(person: dict) -> bytes:
+    """A person as the compact UTF-8 JSON the API sends (stored text is always valid UTF-8)."""
+    return json.dumps(person, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def etag_of(body: bytes) -> str:
+    """A strong ETag of a representation."""
+    return '"' + hashlib.blake2b(body, digest_size=10).hexdigest() + '"'
+
+
 def person_etag(person: dict) -> str:
-    """A strong ETag of a person's representation."""
-    canonical = json.dumps(person, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return '"' + hashlib.blake2b(canonical.encode(), digest_size=10).hexdigest() + '"'
+    """The ETag of a person: a hash of exactly the JSON the API sends for it."""
+    return etag_of(person_json(person))
 
 
 def _check_if_match(person: dict, if_match: str | None) -> None:
@@ -292,18 +304,16 @@ def message_out(row: dict) -> dict:
 
 
 def send_message(store, viewer: Viewer, data) -> dict:
-    """Send a message from the caller to a person."""
+    """Send a message from the caller to a person (NotFound for an unknown person)."""
     message = validated(schemas.message_schema, data)
-    with store.transaction():
-        person = get_person(store, message["person_id"])
-        row = store.insert_message(
-            {
-                "person_id": int(person["id"]),
-                "sender_id": viewer.sender_id,
-                "sender": viewer.name,
-                "content": message["content"],
-            }
-        )
+    row = store.insert_message(
+        {
+            "person_id": parse_id(message["person_id"]),
+            "sender_id": viewer.sender_id,
+            "sender": viewer.name,
+            "content": message["content"],
+        }
+    )
     return message_out(row)
 
 

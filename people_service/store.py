@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import functools
 import json
+import mmap
 import os
 import sqlite3
 import threading
+import time
 from contextlib import contextmanager
 from datetime import UTC, datetime
 
@@ -81,6 +83,7 @@ MIGRATIONS = [
     """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
+FILE_CHECK_SECONDS = 1.0  # how long a read may trust that the database file is still there
 
 PERSON_COLUMNS = "id, name, age, email, street, city, country"
 MESSAGE_COLUMNS = "id, person_id, sender, content, created_at"
@@ -89,9 +92,15 @@ KEY_COLUMNS = (
 )
 
 
+def iso(timestamp: float) -> str:
+    """A POSIX time as RFC 3339 UTC with milliseconds."""
+    moment = datetime.fromtimestamp(timestamp, UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
 def now_iso() -> str:
     """The current UTC time as RFC 3339 with milliseconds."""
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return iso(time.time())
 
 
 def fold(text: str | None) -> str | None:
@@ -144,21 +153,31 @@ class SQLiteStore:
         self._local = threading.local()
         self._lock = threading.Lock()
         self._connections: list[sqlite3.Connection] = []
+        self._epoch_map: mmap.mmap | None = None
 
     # -- connections and transactions ---------------------------------------------------
 
-    def _db(self) -> sqlite_utils.Database:
-        db = getattr(self._local, "db", None)
-        if db is not None and not self._local.depth and self._file_id() != self._local.file_id:
-            # the file was deleted or replaced (a restore): writing on into the old inode would
-            # lose every write at the next restart
-            self._local.db = None
-            self._forget(db.conn)
-            db = None
+    def _db(self, verify: bool = False) -> sqlite_utils.Database:
+        """This thread's connection, reopened if the file was deleted or replaced (a restore).
+
+        Writing on into an unlinked inode would lose every write at the next restart, so a
+        write transaction always checks (verify); reads check at most every second.
+        """
+        local = self._local
+        db = getattr(local, "db", None)
+        if db is not None and not local.depth:
+            now = time.monotonic()
+            if verify or now - local.checked >= FILE_CHECK_SECONDS:
+                local.checked = now
+                if self._file_id() != local.file_id:
+                    local.db = None
+                    self._forget(db.conn)
+                    db = None
         if db is None:
             file_id = self._file_id()
             db = sqlite_utils.Database(self._connect())
-            self._local.db, self._local.depth, self._local.file_id = db, 0, file_id
+            local.db, local.depth, local.file_id = db, 0, file_id
+            local.checked = time.monotonic()
         return db
 
     def _file_id(self) -> tuple[int, int]:
@@ -202,22 +221,27 @@ class SQLiteStore:
         cursor.row_factory = _dict_row
         return cursor.execute(sql, params)
 
+    def _writable(self) -> sqlite_utils.Database:
+        """This thread's connection, after checking that the file is still there and writable."""
+        db = self._db(verify=True)
+        if not os.access(self.path, os.W_OK):
+            # open connections could still write through their descriptors; the operator said no
+            raise Unavailable(
+                "The database is read-only; nothing was written.", headers={"Retry-After": "5"}
+            )
+        return db
+
     @contextmanager
     def transaction(self):
         """One write transaction; nested uses join the outer one."""
-        db = self._db()
-        if self._local.depth:
+        if getattr(self._local, "depth", 0):
             self._local.depth += 1
             try:
                 yield
             finally:
                 self._local.depth -= 1
             return
-        if not os.access(self.path, os.W_OK):
-            # open connections could still write through their descriptors; the operator said no
-            raise Unavailable(
-                "The database is read-only; nothing was written.", headers={"Retry-After": "5"}
-            )
+        db = self._writable()
         try:
             db.conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as error:
@@ -248,6 +272,9 @@ class SQLiteStore:
             except sqlite3.Error:
                 pass
         self._local = threading.local()
+        if self._epoch_map is not None:
+            self._epoch_map.close()
+            self._epoch_map = None
 
     # -- schema -----------------------------------------------------------------------------
 
@@ -271,6 +298,7 @@ class SQLiteStore:
                     if statement.strip():
                         db.conn.execute(statement)
                 db.conn.execute(f"PRAGMA user_version = {number}")
+        self.credentials_epoch()  # made at start-up, not on a request (the disk may be full then)
         return SCHEMA_VERSION
 
     @_translated
@@ -440,13 +468,28 @@ class SQLiteStore:
 
     @_translated
     def insert_message(self, message: dict) -> dict:
-        """Store a message (person_id, sender_id, sender, content); returns it with id."""
+        """Store a message (person_id, sender_id, sender, content); returns it with id.
+
+        One statement, so it needs no transaction of its own; an unknown person is NotFound
+        (the foreign key refuses it).
+        """
+        if not getattr(self._local, "depth", 0):
+            self._writable()
         row = dict(message, created_at=now_iso())
-        cursor = self._execute(
-            "INSERT INTO messages (person_id, sender_id, sender, content, created_at)"
-            " VALUES (?, ?, ?, ?, ?)",
-            (row["person_id"], row["sender_id"], row["sender"], row["content"], row["created_at"]),
-        )
+        try:
+            cursor = self._execute(
+                "INSERT INTO messages (person_id, sender_id, sender, content, created_at)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (
+                    row["person_id"],
+                    row["sender_id"],
+                    row["sender"],
+                    row["content"],
+                    row["created_at"],
+                ),
+            )
+        except sqlite3.IntegrityError:
+            raise NotFound(f"No person with id '{row['person_id']}'.") from None
         row["id"] = cursor.lastrowid
         del row["sender_id"]
         return row
@@ -542,11 +585,48 @@ class SQLiteStore:
 
     @_translated
     def revoke_key(self, name: str) -> bool:
+        """Revoke a key; servers on this database notice at their next request."""
         cursor = self._execute(
             "UPDATE api_keys SET revoked_at = ? WHERE name = ? AND revoked_at IS NULL",
             (now_iso(), name),
         )
+        if cursor.rowcount:
+            self._bump_credentials_epoch()
         return cursor.rowcount > 0
+
+    # -- the credentials epoch ------------------------------------------------------------------
+    # Servers cache the callers of valid keys and tokens. A revocation, often made by the CLI in
+    # another process, rewrites the 8 bytes of <database>.epoch; each server maps that file into
+    # memory and compares the bytes on every request: immediate, and without a system call.
+
+    @property
+    def _epoch_path(self) -> str:
+        return os.path.abspath(self.path) + ".epoch"
+
+    def credentials_epoch(self) -> bytes | None:
+        """Bytes that change whenever a credential is revoked; None if they cannot be read
+        (then nothing may be cached)."""
+        mapping = self._epoch_map
+        if mapping is None:
+            try:
+                with self._lock:
+                    fd = os.open(self._epoch_path, os.O_RDWR | os.O_CREAT, 0o600)
+                    try:
+                        if os.fstat(fd).st_size < 8:
+                            os.pwrite(fd, os.urandom(8), 0)
+                        mapping = self._epoch_map = mmap.mmap(fd, 8, access=mmap.ACCESS_READ)
+                    finally:
+                        os.close(fd)
+            except (OSError, ValueError):
+                return None
+        return mapping[:8]
+
+    def _bump_credentials_epoch(self) -> None:
+        fd = os.open(self._epoch_path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            os.pwrite(fd, os.urandom(8), 0)
+        finally:
+            os.close(fd)
 
     @_translated
     def usage(self, kind: str, ident: int) -> dict | None:

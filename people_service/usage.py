@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
 from .errors import ServiceError
-from .store import now_iso
+from .store import iso
 
 log = logging.getLogger("people_service")
 
@@ -26,9 +27,9 @@ class UsageTracker:
     def hit(self, caller) -> None:
         """Count one request of `caller` (anything with .kind and .id)."""
         ident = (caller.kind, caller.id)
-        stamp = now_iso()
+        stamp = time.time()  # formatted when written: this runs on every request
         with self._lock:
-            count = self._pending.get(ident, (0, ""))[0]
+            count = self._pending.get(ident, (0, 0.0))[0]
             self._pending[ident] = (count + 1, stamp)
             if self._thread is None:
                 self._start()
@@ -49,12 +50,14 @@ class UsageTracker:
             if not pending:
                 return
             try:
-                self.store.add_usage(pending)
+                self.store.add_usage(
+                    {ident: (count, iso(stamp)) for ident, (count, stamp) in pending.items()}
+                )
             except ServiceError:
                 log.warning("could not flush usage counts; will retry", exc_info=True)
                 with self._lock:
                     for ident, (count, stamp) in pending.items():
-                        now_count, now_stamp = self._pending.get(ident, (0, ""))
+                        now_count, now_stamp = self._pending.get(ident, (0, 0.0))
                         self._pending[ident] = (count + now_count, max(stamp, now_stamp))
 
     def exact(self, kind: str, ident: int) -> tuple[int, str | None]:
@@ -62,8 +65,8 @@ class UsageTracker:
         with self._flush_lock:
             stored = self.store.usage(kind, ident) or {"request_count": 0, "last_used": None}
             with self._lock:
-                count, stamp = self._pending.get((kind, ident), (0, ""))
-        last = max(stored["last_used"] or "", stamp) or None
+                count, stamp = self._pending.get((kind, ident), (0, 0.0))
+        last = max(stored["last_used"] or "", iso(stamp) if stamp else "") or None
         return stored["request_count"] + count, last
 
     def stop(self) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import re
@@ -9,6 +10,7 @@ import time
 import uuid
 
 from flask import current_app, g, has_request_context, request
+from flask.sessions import SessionInterface
 from werkzeug.wrappers import Response
 
 from .auth import peek_caller
@@ -49,38 +51,44 @@ def get_store():
     return current_app.extensions["people_service"]["store"]
 
 
+# Request ids: a random prefix per process and a counter, unique without a syscall per request.
+_ID_PREFIX = uuid.uuid4().hex[:16]
+_id_counter = itertools.count(1)
+
+
+def new_request_id() -> str:
+    return f"{_ID_PREFIX}{next(_id_counter):016x}"
+
+
 def start_request() -> None:
-    g.started = time.perf_counter()
-    given = request.headers.get("X-Request-ID")
-    g.request_id = given if given and _REQUEST_ID.match(given) else uuid.uuid4().hex
-    bad = request.environ.get("people_service.bad_override")
+    state, req = g._get_current_object(), request._get_current_object()
+    state.started = time.perf_counter()
+    given = req.headers.get("X-Request-ID")
+    state.request_id = given if given and _REQUEST_ID.match(given) else new_request_id()
+    bad = req.environ.get("people_service.bad_override")
     if bad is not None:
         raise BadRequest(f"X-HTTP-Method-Override must be PUT, PATCH or DELETE, not '{bad}'.")
 
 
 def finish_request(response: Response) -> Response:
-    request_id = g.get("request_id") or uuid.uuid4().hex
+    state, req = g._get_current_object(), request._get_current_object()
+    request_id = state.get("request_id") or new_request_id()
     headers = response.headers
     headers["X-Request-ID"] = request_id
     headers["X-Content-Type-Options"] = "nosniff"
-    if g.get("caller") is not None and "Cache-Control" not in headers:
+    caller = state.get("caller")
+    if caller is not None and "Cache-Control" not in headers:
         # data for one caller: caches may keep it only privately, and must revalidate (ETag)
         headers["Cache-Control"] = "private, no-cache"
-    if response.status_code not in (429, 503):
-        # flask-limiter adds Retry-After to every limited answer; it only means something here
-        headers.pop("Retry-After", None)
     if access_log.isEnabledFor(logging.INFO):
-        caller = _logged_caller()
-        elapsed = (time.perf_counter() - g.get("started", time.perf_counter())) * 1000
+        if caller is None and "caller" not in state:
+            caller = _logged_caller()
+        elapsed = (time.perf_counter() - state.get("started", time.perf_counter())) * 1000
+        path = req.full_path.rstrip("?") if req.query_string else req.path
         access_log.info(
-            "%s %s %s %s %s %d %.1fms",
-            time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()),
-            request_id,
-            caller.name if caller else "-",
-            request.method,
-            request.full_path.rstrip("?") if request.query_string else request.path,
-            response.status_code,
-            elapsed,
+            f"{time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime())} {request_id} "
+            f"{caller.name if caller else '-'} {req.method} {path} {response.status_code} "
+            f"{elapsed:.1f}ms"
         )
     return response
 
@@ -105,7 +113,18 @@ def _logged_caller():
         return None
 
 
+class NoSessions(SessionInterface):
+    """The API keeps no state between requests, so no cookie session is opened or saved."""
+
+    def open_session(self, app, request):
+        return None  # Flask then uses its null session
+
+    def save_session(self, app, session, response):
+        pass
+
+
 def init_app(app) -> None:
+    app.session_interface = NoSessions()
     app.wsgi_app = MethodOverride(app.wsgi_app)
     app.before_request(start_request)
     app.after_request(finish_request)

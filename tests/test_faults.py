@@ -197,6 +197,9 @@ def test_missing_database_file_answers_503_and_the_process_stays_up(tmp_path):
     server = start(db)
     try:
         os.unlink(db)
+        write = server.request("POST", "/person", json={"name": "lost?"}, headers=server.headers)
+        assert write.status_code == 503  # a write checks the file every time
+        time.sleep(1.1)  # reads trust the open file for up to a second
         health = server.request("GET", "/health")
         assert health.status_code == 503
         assert health.json()["database"] == "missing"

@@ -161,10 +161,11 @@ def test_statements_grow_with_depth_not_with_people(gql, store, crowd):
         assert "errors" not in response.json
         results[limit] = response.json["data"]["people"]
 
+    gql("{ me { name } }")  # the caller's key is looked up once, then cached
     many = count_statements(store, lambda: run(40))
     few = count_statements(store, lambda: run(4))
     assert many == few
-    assert many <= 4  # the caller's key, people, friends, friends of friends
+    assert many == 3  # people, their friends, the friends of those
     assert sum(len(f["friends"]) for p in results[40] for f in p["friends"]) == 4000
     first = results[40][0]
     assert [f["name"] for f in first["friends"]] == [f"P{i}" for i in range(2, 12)]
@@ -186,7 +187,6 @@ def test_repeated_documents_are_parsed_and_validated_once(gql, crowd):
     parsed, validated = limits.parse_document.cache_info(), view._validate.cache_info()
     for _ in range(3):
         assert "errors" not in gql(query).json
-    assert limits.parse_document.cache_info().misses == parsed.misses + 1
-    assert limits.parse_document.cache_info().hits >= parsed.hits + 2
+    assert limits.parse_document.cache_info().misses == parsed.misses + 1  # parsed once
     assert view._validate.cache_info().misses == validated.misses + 1
     assert view._validate.cache_info().hits == validated.hits + 2

@@ -18,6 +18,7 @@ from ..errors import BadRequest, ServiceError, UnsupportedMediaType
 from ..web import dump_json, get_store, json_body, parse_json
 from . import limits
 from .batch import Batches
+from .executor import LeafExecutor
 from .resolvers import Context
 from .schema import executable_schema, sdl
 
@@ -101,22 +102,49 @@ def _read_request() -> dict:
     return data
 
 
+def checked_document():
+    """(document, cost, error) of this request, once: the limiter and the view both need it.
+
+    `error` is the parse error (document None) or the limit the document breaks.
+    """
+    if "graphql_checked" not in g:
+        data = request_data()
+        config = current_app.config
+        limits_of = (config["GRAPHQL_MAX_DEPTH"], config["GRAPHQL_MAX_COST"])
+        variables = data.get("variables")
+        if variables:
+            g.graphql_checked = _check(
+                data["query"], data.get("operationName"), variables, *limits_of
+            )
+        else:  # the usual GET: the same text always measures the same
+            g.graphql_checked = _check_cached(data["query"], data.get("operationName"), *limits_of)
+    return g.graphql_checked
+
+
+def _check(text: str, operation_name, variables, max_depth: int, max_cost: int):
+    try:
+        document = limits.parse_document(text)
+    except GraphQLError as error:
+        return None, 1, error
+    schema = executable_schema()
+    try:
+        cost = limits.check(schema, document, operation_name, variables, max_depth, max_cost)
+    except limits.TooComplex as error:
+        return document, 1, error
+    return document, cost, None
+
+
+@lru_cache(maxsize=512)
+def _check_cached(text: str, operation_name, max_depth: int, max_cost: int):
+    return _check(text, operation_name, None, max_depth, max_cost)
+
+
 def estimate_cost() -> int:
     """What the rate limit charges: the query's estimated cost (1 when it will be refused)."""
     try:
-        data = request_data()
-        document = limits.parse_document(data["query"])
-        config = current_app.config
-        return limits.check(
-            executable_schema(),
-            document,
-            data.get("operationName"),
-            data.get("variables"),
-            config["GRAPHQL_MAX_DEPTH"],
-            config["GRAPHQL_MAX_COST"],
-        )
-    except (ServiceError, GraphQLError, HTTPException):
-        return 1
+        return checked_document()[1]
+    except (ServiceError, HTTPException):
+        return 1  # a malformed request: the view answers it
 
 
 # -- execution ------------------------------------------------------------------------------
@@ -178,25 +206,14 @@ def execute(data: dict, caller) -> tuple[dict, bool]:
     """Run a GraphQL request; returns the result and whether it was a request error."""
     config = current_app.config
     schema = executable_schema()
-    try:
-        document = limits.parse_document(data["query"])
-    except GraphQLError as error:
+    document, _, error = checked_document()
+    if document is None:
         return _request_errors([error]), True
-    operation_name = data.get("operationName")
     if request.method == "GET":
-        operation = get_operation_ast(document, operation_name)
+        operation = get_operation_ast(document, data.get("operationName"))
         if operation is not None and operation.operation != OperationType.QUERY:
             raise MethodNotAllowed(headers={"Allow": "POST"})
-    try:
-        limits.check(
-            schema,
-            document,
-            operation_name,
-            data.get("variables"),
-            config["GRAPHQL_MAX_DEPTH"],
-            config["GRAPHQL_MAX_COST"],
-        )
-    except limits.TooComplex as error:
+    if error is not None:
         return _request_errors([error]), True
     _, result = graphql_sync(
         schema,
@@ -208,6 +225,7 @@ def execute(data: dict, caller) -> tuple[dict, bool]:
         error_formatter=format_error,
         logger=quiet,
         require_query=request.method == "GET",
+        execution_context_class=LeafExecutor,
     )
     if "data" not in result:
         return result, True

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from urllib.parse import urlencode
 
-from flask import Blueprint, request
+from flask import Blueprint, Response, request
 
 from .. import schemas, service
 from ..auth import current_caller, required
@@ -17,12 +17,13 @@ PERSON = ("The person.", schemas.PersonOutSchema, ["ETag"])
 NO_CONTENT = {204: ("Done.", None, [])}
 
 
-def _person_response(person: dict, status: int = 200, headers=None):
+def _person_response(person: dict, status: int = 200, headers=None, body: bytes | None = None):
+    body = service.person_json(person) if body is None else body
     headers = dict(headers or {})
-    headers["ETag"] = service.person_etag(person)
+    headers["ETag"] = service.etag_of(body)
     if status == 201:
         headers["Location"] = f"/person/{person['id']}"
-    return json_response(person, status, headers)
+    return Response(body + b"\n", status, headers, content_type="application/json")
 
 
 def _page_link(limit: int, offset: int, name: str | None) -> str:
@@ -69,11 +70,12 @@ def _etag_matches(header: str, etag: str) -> bool:
 )
 def get_person(person_id):
     person = service.get_person(get_store(), person_id)
-    etag = service.person_etag(person)
+    body = service.person_json(person)
+    etag = service.etag_of(body)
     match = request.headers.get("If-None-Match")
     if match and _etag_matches(match, etag):
         return empty_response(304, {"ETag": etag})
-    return _person_response(person)
+    return _person_response(person, body=body)
 
 
 @bp.post("/person")
