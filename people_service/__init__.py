@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 
 from flask import Flask
 from werkzeug.routing import BaseConverter
@@ -12,7 +13,7 @@ from . import errors, limits, web
 from .auth import CallerCache, load_secret
 from .config import ConfigError
 from .schemas import ID_PATTERN
-from .store import SQLiteStore
+from .store import Store, open_store
 from .usage import UsageTracker
 
 __all__ = ["create_app", "ConfigError"]
@@ -24,14 +25,19 @@ class IdConverter(BaseConverter):
     regex = ID_PATTERN.strip("^$")
 
 
-def open_store(config: dict) -> SQLiteStore:
+def prepare_store(config: dict) -> Store:
     """The store named by DATABASE, with its schema created or upgraded."""
-    store = SQLiteStore(config["DATABASE"])
     try:
+        store = open_store(config["DATABASE"])
         store.migrate()
     except Exception as exc:  # any failure here is a configuration problem for the operator
-        raise ConfigError(f"cannot open database {config['DATABASE']!r}: {exc}") from None
+        raise ConfigError(f"cannot open database {redacted(config['DATABASE'])!r}: {exc}") from None
     return store
+
+
+def redacted(database: str) -> str:
+    """DATABASE without the password a PostgreSQL URL may carry."""
+    return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", str(database))
 
 
 def create_app(config: dict | None = None) -> Flask:
@@ -47,9 +53,9 @@ def create_app(config: dict | None = None) -> Flask:
     app = Flask(__name__)
     app.config.update(options)
     app.config["MAX_CONTENT_LENGTH"] = options["MAX_BODY_BYTES"]
-    store = open_store(options)
+    store = prepare_store(options)
     try:
-        app.config["SECRET_KEY"] = load_secret(options)
+        app.config["SECRET_KEY"] = load_secret(options, store)
     except (OSError, ValueError) as exc:
         raise ConfigError(f"cannot read or create the secret key: {exc}") from None
     app.extensions["people_service"] = {

@@ -6,7 +6,6 @@ import functools
 import hashlib
 import hmac
 import math
-import os
 import re
 import secrets
 import time
@@ -325,26 +324,9 @@ def describe(caller: Caller) -> dict:
     }
 
 
-def load_secret(config: dict) -> str:
-    """SECRET_KEY, else the one kept in secret.key beside the database (made once, mode 0600)."""
-    if config.get("SECRET_KEY"):
-        return str(config["SECRET_KEY"])
-    path = os.path.join(os.path.dirname(os.path.abspath(config["DATABASE"])), "secret.key")
-    if not os.path.exists(path):
-        # written aside, then linked into place: a second process starting at the same moment
-        # either links first or reads the whole secret, never an empty file
-        draft = f"{path}.{os.getpid()}.tmp"
-        fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="ascii") as file:
-            file.write(secrets.token_urlsafe(48) + "\n")
-        try:
-            os.link(draft, path)
-        except FileExistsError:
-            pass
-        finally:
-            os.unlink(draft)
-    with open(path, encoding="ascii") as file:
-        secret = file.read().strip()
+def load_secret(config: dict, store) -> str:
+    """SECRET_KEY, else the one the store keeps (beside the SQLite file, or in PostgreSQL)."""
+    secret = str(config.get("SECRET_KEY") or store.stored_secret())
     if len(secret.encode()) < 32:
-        raise ValueError(f"{path} holds a secret shorter than 32 bytes")
+        raise ValueError("the stored secret is shorter than 32 bytes")
     return secret

@@ -1,0 +1,24 @@
+"""The data-access layer: every SQL statement, behind one narrow interface with two backends."""
+
+from __future__ import annotations
+
+from .base import Store, iso, now_iso
+from .sqlite import SCHEMA_VERSION, SQLiteStore
+
+__all__ = ["SCHEMA_VERSION", "SQLiteStore", "Store", "iso", "now_iso", "open_store", "is_url"]
+
+URL_SCHEMES = ("postgresql://", "postgres://")
+
+
+def is_url(database: str) -> bool:
+    """Whether DATABASE names a PostgreSQL server rather than a SQLite file."""
+    return str(database).startswith(URL_SCHEMES)
+
+
+def open_store(database: str, **options) -> Store:
+    """The store for DATABASE: a PostgreSQL URL, or else the path of a SQLite file."""
+    if is_url(database):
+        from .postgres import PostgresStore  # psycopg is only needed for PostgreSQL
+
+        return PostgresStore(str(database), **options)
+    return SQLiteStore(str(database))

@@ -1,0 +1,360 @@
+"""The SQLite store: connections, transactions, the schema and what SQLite does its own way."""
+
+from __future__ import annotations
+
+import json
+import mmap
+import os
+import secrets
+import sqlite3
+import threading
+import time
+from contextlib import contextmanager
+
+import sqlite_utils
+
+from ..errors import Conflict, ServiceError, StorageFull, Unavailable
+from .base import Store, translated
+
+# Each entry upgrades the schema by one version; PRAGMA user_version records how far a file is.
+MIGRATIONS = [
+    """
+    CREATE TABLE people (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        name TEXT NOT NULL,
+        name_key TEXT NOT NULL,
+        age INTEGER,
+        email TEXT,
+        email_key TEXT UNIQUE,
+        street TEXT,
+        city TEXT,
+        country TEXT,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+    );
+    CREATE INDEX people_name_key ON people (name_key);
+    CREATE TABLE friendships (
+        person_id INTEGER NOT NULL REFERENCES people (id) ON DELETE CASCADE,
+        friend_id INTEGER NOT NULL REFERENCES people (id) ON DELETE CASCADE,
+        PRIMARY KEY (person_id, friend_id)
+    ) WITHOUT ROWID;
+    CREATE INDEX friendships_friend ON friendships (friend_id);
+    CREATE TABLE messages (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        person_id INTEGER NOT NULL REFERENCES people (id) ON DELETE CASCADE,
+        sender_id TEXT NOT NULL,
+        sender TEXT NOT NULL,
+        content TEXT NOT NULL,
+        created_at TEXT NOT NULL
+    );
+    CREATE INDEX messages_person ON messages (person_id, sender_id, created_at);
+    CREATE TABLE api_keys (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        name TEXT NOT NULL UNIQUE,
+        prefix TEXT NOT NULL,
+        key_hash TEXT NOT NULL UNIQUE,
+        scopes TEXT NOT NULL,
+        rate_limit TEXT,
+        created_at TEXT NOT NULL,
+        last_used TEXT,
+        request_count INTEGER NOT NULL DEFAULT 0,
+        revoked_at TEXT
+    );
+    CREATE TABLE users (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        username TEXT NOT NULL UNIQUE,
+        password_hash TEXT NOT NULL,
+        scopes TEXT NOT NULL,
+        rate_limit TEXT,
+        created_at TEXT NOT NULL,
+        last_used TEXT,
+        request_count INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE TABLE idempotency (
+        caller TEXT NOT NULL,
+        key TEXT NOT NULL,
+        fingerprint TEXT NOT NULL,
+        status INTEGER NOT NULL,
+        body TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        PRIMARY KEY (caller, key)
+    );
+    CREATE INDEX idempotency_created ON idempotency (created_at)
+    """,
+]
+SCHEMA_VERSION = len(MIGRATIONS)
+FILE_CHECK_SECONDS = 1.0  # how long a read may trust that the database file is still there
+
+
+def _dict_row(cursor, row):
+    return dict(zip([column[0] for column in cursor.description], row, strict=True))
+
+
+def translate(error: sqlite3.Error) -> ServiceError:
+    """The domain error for a SQLite error; unexpected ones stay internal (500)."""
+    text = str(error).lower()
+    if isinstance(error, sqlite3.IntegrityError) and "email_key" in text:
+        return Conflict("A person with this email already exists.")
+    if "full" in text:
+        return StorageFull()
+    if any(
+        part in text
+        for part in ("locked", "busy", "readonly", "unable to open", "disk i/o", "no such table")
+    ):
+        return Unavailable(headers={"Retry-After": "1"})
+    return ServiceError()
+
+
+class SQLiteStore(Store):
+    """The store in one SQLite file: the embedded default.
+
+    Each thread gets its own connection; writes run in BEGIN IMMEDIATE transactions so that
+    concurrent writers wait for the lock (busy timeout) instead of failing.
+    """
+
+    driver_error = sqlite3.Error
+    integrity_error = sqlite3.IntegrityError
+    GREATEST = "max"
+
+    def translate(self, error: Exception) -> ServiceError:
+        return translate(error)
+
+    def _in_ids(self, column: str) -> str:
+        return f"{column} IN (SELECT value FROM json_each(?))"
+
+    def _ids(self, ids: list[int]) -> str:
+        return json.dumps(ids)
+
+    def __init__(self, path: str, *, busy_timeout: float = 5.0):
+        self.path = str(path)
+        self.busy_timeout = busy_timeout
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._connections: list[sqlite3.Connection] = []
+        self._epoch_map: mmap.mmap | None = None
+
+    # -- connections and transactions ---------------------------------------------------
+
+    def _db(self, verify: bool = False) -> sqlite_utils.Database:
+        """This thread's connection, reopened if the file was deleted or replaced (a restore).
+
+        Writing on into an unlinked inode would lose every write at the next restart, so a
+        write transaction always checks (verify); reads check at most every second.
+        """
+        local = self._local
+        db = getattr(local, "db", None)
+        if db is not None and not local.depth:
+            now = time.monotonic()
+            if verify or now - local.checked >= FILE_CHECK_SECONDS:
+                local.checked = now
+                if self._file_id() != local.file_id:
+                    local.db = None
+                    self._forget(db.conn)
+                    db = None
+        if db is None:
+            file_id = self._file_id()
+            db = sqlite_utils.Database(self._connect())
+            local.db, local.depth, local.file_id = db, 0, file_id
+            local.checked = time.monotonic()
+        return db
+
+    def _file_id(self) -> tuple[int, int]:
+        try:
+            stat = os.stat(self.path)
+        except FileNotFoundError:
+            missing = Unavailable("The database file is missing.", headers={"Retry-After": "5"})
+            raise missing from None
+        return stat.st_dev, stat.st_ino
+
+    def _forget(self, conn: sqlite3.Connection) -> None:
+        with self._lock:
+            if conn in self._connections:
+                self._connections.remove(conn)
+        try:
+            conn.close()
+        except sqlite3.Error:
+            pass
+
+    def _connect(self) -> sqlite3.Connection:
+        # uri=True with mode=rw: a database file that vanished is an error, not a new empty file
+        uri = "file:" + os.path.abspath(self.path) + "?mode=rw"
+        conn = sqlite3.connect(
+            uri,
+            uri=True,
+            timeout=self.busy_timeout,
+            isolation_level=None,  # we issue BEGIN IMMEDIATE / COMMIT ourselves
+            check_same_thread=False,  # only close() crosses threads
+        )
+        conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+        # WAL + NORMAL survives a crash of the process; FULL also survives power loss
+        conn.execute("PRAGMA synchronous = FULL")
+        with self._lock:
+            self._connections.append(conn)
+        return conn
+
+    def _execute(self, sql: str, params=()):
+        # rows as dicts on our cursors only: sqlite-utils expects tuples from the connection
+        cursor = self._db().conn.cursor()
+        cursor.row_factory = _dict_row
+        return cursor.execute(sql, params)
+
+    def _insert(self, sql: str, params=()) -> int:
+        return self._execute(sql, params).lastrowid
+
+    def _executemany(self, sql: str, rows) -> None:
+        self._db().conn.executemany(sql, rows)
+
+    def _writable(self) -> sqlite_utils.Database:
+        """This thread's connection, after checking that the file is still there and writable.
+
+        Inside a transaction that was checked when it began."""
+        if getattr(self._local, "depth", 0):
+            return self._local.db
+        db = self._db(verify=True)
+        if not os.access(self.path, os.W_OK):
+            # open connections could still write through their descriptors; the operator said no
+            raise Unavailable(
+                "The database is read-only; nothing was written.", headers={"Retry-After": "5"}
+            )
+        return db
+
+    @contextmanager
+    def transaction(self):
+        """One write transaction; nested uses join the outer one."""
+        if getattr(self._local, "depth", 0):
+            self._local.depth += 1
+            try:
+                yield
+            finally:
+                self._local.depth -= 1
+            return
+        db = self._writable()
+        try:
+            db.conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as error:
+            raise translate(error) from error
+        self._local.depth = 1
+        try:
+            yield
+        except BaseException:
+            self._local.depth = 0
+            if db.conn.in_transaction:
+                db.conn.execute("ROLLBACK")
+            raise
+        self._local.depth = 0
+        try:
+            db.conn.execute("COMMIT")
+        except sqlite3.Error as error:
+            if db.conn.in_transaction:
+                db.conn.execute("ROLLBACK")
+            raise translate(error) from error
+
+    def close(self) -> None:
+        """Close every connection this store opened."""
+        with self._lock:
+            connections, self._connections = self._connections, []
+        for conn in connections:
+            try:
+                conn.close()
+            except sqlite3.Error:
+                pass
+        self._local = threading.local()
+        if self._epoch_map is not None:
+            self._epoch_map.close()
+            self._epoch_map = None
+
+    # -- schema -----------------------------------------------------------------------------
+
+    def migrate(self) -> int:
+        """Create or upgrade the schema; returns the version. Idempotent."""
+        directory = os.path.dirname(os.path.abspath(self.path))
+        os.makedirs(directory, exist_ok=True)
+        sqlite3.connect(self.path).close()  # creates the file on first use
+        db = self._db()
+        if db.conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+            db.enable_wal()
+        with self.transaction():
+            version = db.conn.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise RuntimeError(
+                    f"database schema version {version} is newer than this people-service "
+                    f"({SCHEMA_VERSION})"
+                )
+            for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
+                for statement in script.split(";"):
+                    if statement.strip():
+                        db.conn.execute(statement)
+                db.conn.execute(f"PRAGMA user_version = {number}")
+        self.credentials_epoch()  # made at start-up, not on a request (the disk may be full then)
+        return SCHEMA_VERSION
+
+    @translated
+    def check(self) -> str:
+        """'ok', or what is wrong with the database: 'missing', 'read-only' or 'unreadable'."""
+        if not os.path.exists(self.path):
+            return "missing"
+        directory = os.path.dirname(os.path.abspath(self.path))
+        # access() reports a read-only file system even to root, who may write anything else
+        if not (os.access(self.path, os.W_OK) and os.access(directory, os.W_OK)):
+            return "read-only"
+        try:
+            self._execute("SELECT 1 FROM people LIMIT 1").fetchall()
+        except (sqlite3.Error, ServiceError):
+            return "unreadable"
+        return "ok"
+
+    # -- the credentials epoch ------------------------------------------------------------------
+    # Servers cache the callers of valid keys and tokens. A revocation, often made by the CLI in
+    # another process, rewrites the 8 bytes of <database>.epoch; each server maps that file into
+    # memory and compares the bytes on every request: immediate, and without a system call.
+
+    @property
+    def _epoch_path(self) -> str:
+        return os.path.abspath(self.path) + ".epoch"
+
+    def credentials_epoch(self) -> bytes | None:
+        """Bytes that change whenever a credential is revoked; None if they cannot be read
+        (then nothing may be cached)."""
+        mapping = self._epoch_map
+        if mapping is None:
+            try:
+                with self._lock:
+                    fd = os.open(self._epoch_path, os.O_RDWR | os.O_CREAT, 0o600)
+                    try:
+                        if os.fstat(fd).st_size < 8:
+                            os.pwrite(fd, os.urandom(8), 0)
+                        mapping = self._epoch_map = mmap.mmap(fd, 8, access=mmap.ACCESS_READ)
+                    finally:
+                        os.close(fd)
+            except (OSError, ValueError):
+                return None
+        return mapping[:8]
+
+    def _credentials_changed(self) -> None:
+        fd = os.open(self._epoch_path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            os.pwrite(fd, os.urandom(8), 0)
+        finally:
+            os.close(fd)
+
+    # -- the JWT secret -------------------------------------------------------------------------
+
+    def stored_secret(self) -> str:
+        """The signing secret kept in secret.key beside the database (made once, mode 0600)."""
+        path = os.path.join(os.path.dirname(os.path.abspath(self.path)), "secret.key")
+        if not os.path.exists(path):
+            # written aside, then linked into place: a second process starting at the same moment
+            # either links first or reads the whole secret, never an empty file
+            draft = f"{path}.{os.getpid()}.tmp"
+            fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w", encoding="ascii") as file:
+                file.write(secrets.token_urlsafe(48) + "\n")
+            try:
+                os.link(draft, path)
+            except FileExistsError:
+                pass
+            finally:
+                os.unlink(draft)
+        with open(path, encoding="ascii") as file:
+            return file.read().strip()
