@@ -55,10 +55,12 @@ def load_demo(store) -> tuple[int, int]:
 def bootstrap(app, out=sys.stdout) -> str | None:
     """On a first start with an empty database: demo data and a demo key, printed once."""
     store = _store(app)
-    if not store.is_empty():
-        return None
-    people, friendships = load_demo(store)
-    key = auth.create_key(store, "demo", "read,write")
+    # one transaction: of several instances starting on one empty database, one loads the demo
+    with store.transaction():
+        if not store.is_empty():
+            return None
+        people, friendships = load_demo(store)
+        key = auth.create_key(store, "demo", "read,write")
     print(f"Loaded the demo data: {people} people, {friendships} friendships.", file=out)
     print("Demo API key (shown once; send it as X-API-Key):", file=out)
     print(key, file=out, flush=True)
@@ -246,6 +248,26 @@ def export_file(args) -> int:
     return 0
 
 
+def migrate(args) -> int:
+    from .store import is_url, open_store
+
+    if not is_url(args.to):
+        raise CommandError("--to must be a postgresql:// URL")
+    source = _store(_app(args))
+    try:
+        target = open_store(args.to)
+        target.migrate()
+    except ServiceError:
+        raise
+    except Exception as exc:
+        raise CommandError(f"cannot open {args.to.split('@')[-1]}: {exc}") from None
+    counts = service.copy_database(source, target)
+    target.close()
+    summary = ", ".join(f"{count} {table.replace('_', ' ')}" for table, count in counts.items())
+    print(f"migrated {summary}; counts checked", file=sys.stderr)
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
         prog="people-service", description="People, friendships and messages over REST and GraphQL."
@@ -293,6 +315,11 @@ def parser() -> argparse.ArgumentParser:
     load = commands.add_parser("import", parents=[db], help="load people from a JSON file")
     load.add_argument("file")
     load.set_defaults(handler=import_file)
+    move = commands.add_parser(
+        "migrate", parents=[db], help="copy the whole database into an empty PostgreSQL one"
+    )
+    move.add_argument("--to", required=True, help="postgresql://user@host:port/database")
+    move.set_defaults(handler=migrate)
     dump = commands.add_parser("export", parents=[db], help="write people as JSON")
     dump.add_argument("file", nargs="?")
     dump.set_defaults(handler=export_file)

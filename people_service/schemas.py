@@ -171,7 +171,8 @@ class CallerSchema(Schema):
 class HealthSchema(Schema):
     status = fields.String(required=True, validate=validate.OneOf(["ok", "unavailable"]))
     database = fields.String(
-        required=True, validate=validate.OneOf(["ok", "missing", "read-only", "unreadable"])
+        required=True,
+        validate=validate.OneOf(["ok", "missing", "read-only", "unreadable", "unreachable"]),
     )
 
 

@@ -464,3 +464,13 @@ def export_people(store) -> tuple[dict, int]:
         {**person_out(row), "friends": sorted(friends.get(row["id"], []), key=int)} for row in rows
     ]
     return {"people": people}, len(pairs)
+
+
+def copy_database(source, target) -> dict[str, int]:
+    """Copy every table of one store into another, empty one, and check the counts match."""
+    tables = source.dump()
+    counts = target.load(tables)
+    expected = {table: len(rows) for table, rows in tables.items()}
+    if counts != expected:
+        raise ServiceError(f"The copy does not match its source: {counts} != {expected}.")
+    return counts
