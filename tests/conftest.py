@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import socket
@@ -9,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -19,11 +21,91 @@ from people_service import auth, create_app
 ROOT = Path(__file__).resolve().parent.parent
 SECRET = "test-secret-that-is-long-enough-for-hs256-0123456789"
 GENEROUS = "100000/minute"
+POSTGRES = "postgresql://127.0.0.1:5432/test"
+
+# The backend the running tests use; the `backend` fixture switches it for a whole session pass.
+ACTIVE = {"backend": "sqlite", "databases": {}, "schemas": []}
+
+
+@functools.cache
+def postgres_available() -> bool:
+    try:
+        import psycopg
+
+        with psycopg.connect(POSTGRES, connect_timeout=2):
+            return True
+    except Exception:
+        return False
+
+
+@pytest.fixture(scope="session", params=["sqlite", "postgresql"], autouse=True)
+def backend(request):
+    """Every test runs on SQLite, and again on PostgreSQL where one answers on loopback."""
+    if request.param == "postgresql" and not postgres_available():
+        pytest.skip("no PostgreSQL answers on 127.0.0.1:5432 (database 'test')")
+    ACTIVE["backend"] = request.param
+    yield request.param
+    ACTIVE["backend"] = "sqlite"
+    if request.param == "postgresql":
+        import psycopg
+
+        with psycopg.connect(POSTGRES, autocommit=True) as conn:
+            for schema in ACTIVE["schemas"]:
+                conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+        ACTIVE["schemas"].clear()
+
+
+def database(directory: Path) -> str:
+    """The database of a test directory: a SQLite file in it, or a fresh PostgreSQL schema."""
+    if ACTIVE["backend"] == "sqlite":
+        return str(directory / "people.db")
+    known = ACTIVE["databases"]
+    if directory not in known:
+        import psycopg
+
+        schema = f"test_{uuid.uuid4().hex[:16]}"
+        with psycopg.connect(POSTGRES, autocommit=True) as conn:
+            conn.execute(f"CREATE SCHEMA {schema}")
+        ACTIVE["schemas"].append(schema)
+        known[directory] = f"{POSTGRES}?options=-csearch_path%3D{schema}"
+    return known[directory]
+
+
+@pytest.fixture
+def sqlite_only():
+    """For tests of what only a SQLite file has (pragmas, the file on disk)."""
+    if ACTIVE["backend"] != "sqlite":
+        pytest.skip("about the SQLite file itself")
+
+
+def count_statements(store, run) -> int:
+    """SQL statements the store runs during `run()`: SQLite's trace, or the store's calls."""
+    statements = []
+    if ACTIVE["backend"] == "sqlite":
+        conn = store._db().conn
+        conn.set_trace_callback(statements.append)
+        try:
+            run()
+        finally:
+            conn.set_trace_callback(None)
+        return len(statements)
+    original = store._execute
+
+    def counted(sql, params=()):
+        statements.append(sql)
+        return original(sql, params)
+
+    store._execute = counted
+    try:
+        run()
+    finally:
+        del store._execute
+    return len(statements)
 
 
 def make_app(tmp_path, **overrides):
     config = {
-        "DATABASE": str(tmp_path / "people.db"),
+        "DATABASE": database(tmp_path),
         "SECRET_KEY": SECRET,
         "RATE_LIMIT": GENEROUS,
         "ANONYMOUS_RATE_LIMIT": GENEROUS,
@@ -124,8 +206,8 @@ class ServerProcess:
 
     READY = re.compile(r"ready on (http://127\.0\.0\.1:\d+)")
 
-    def __init__(self, db: Path, env: dict | None = None, args=()):
-        self.db = db
+    def __init__(self, db, env: dict | None = None, args=()):
+        self.db = str(db)
         self.env = {**os.environ, "PEOPLE_SERVICE_SECRET_KEY": SECRET, **(env or {})}
         self.args = list(args)
         self.stdout: list[str] = []
@@ -206,9 +288,9 @@ class ServerProcess:
 
 
 @pytest.fixture(scope="session")
-def live(tmp_path_factory):
+def live(tmp_path_factory, backend):
     """One real server for the end-to-end tests, started as the README says (demo data)."""
-    db = tmp_path_factory.mktemp("live") / "people.db"
+    db = database(tmp_path_factory.mktemp("live"))
     server = ServerProcess(db, env={"PEOPLE_SERVICE_RATE_LIMIT": GENEROUS}).start()
     server.key = server.wait_for_output(lambda line: line.startswith("ps_"))
     server.headers = {"X-API-Key": server.key}
@@ -266,9 +348,9 @@ class GraphQLClient:
 
 
 @pytest.fixture(scope="module")
-def demo_server(tmp_path_factory):
+def demo_server(tmp_path_factory, backend):
     """A real server on a fresh copy of the demo, for one test module."""
-    db = tmp_path_factory.mktemp("demo") / "people.db"
+    db = database(tmp_path_factory.mktemp("demo"))
     env = {"PEOPLE_SERVICE_RATE_LIMIT": GENEROUS, "PEOPLE_SERVICE_ANONYMOUS_RATE_LIMIT": GENEROUS}
     server = ServerProcess(db, env=env).start()
     server.key = server.wait_for_output(lambda line: line.startswith("ps_"))

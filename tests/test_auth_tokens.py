@@ -11,14 +11,14 @@ import pytest
 
 from people_service import auth
 
-from .conftest import GENEROUS, SECRET, ServerProcess, cli, close_app, make_app
+from .conftest import GENEROUS, SECRET, ServerProcess, cli, close_app, database, make_app
 
 PASSWORD = "correct horse battery staple"
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    db = tmp_path_factory.mktemp("tokens") / "people.db"
+def server(tmp_path_factory, backend):
+    db = database(tmp_path_factory.mktemp("tokens"))
     for username, scopes in (("ada", "read,write"), ("reader", "read")):
         made = cli(
             "users",
@@ -221,7 +221,7 @@ def test_a_token_never_grants_more_than_its_user_has(server):
 
 
 def test_tokens_survive_a_restart(tmp_path):
-    db = tmp_path / "people.db"
+    db = database(tmp_path)
     cli("users", "create", "ada", "--password-stdin", db=db, input=PASSWORD + "\n")
     env = {"PEOPLE_SERVICE_SECRET_KEY": ""}  # no configured secret: secret.key beside the database
     first = ServerProcess(db, env=env).start()
@@ -235,7 +235,7 @@ def test_tokens_survive_a_restart(tmp_path):
 
 
 def test_handshake_is_throttled_per_address_and_username(tmp_path):
-    db = tmp_path / "people.db"
+    db = database(tmp_path)
     cli("users", "create", "ada", "--password-stdin", db=db, input=PASSWORD + "\n")
     env = {
         "PEOPLE_SERVICE_AUTH_RATE_LIMIT": "3/day",

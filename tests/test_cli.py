@@ -7,10 +7,10 @@ import sqlite3
 
 import pytest
 
-from .conftest import ROOT, cli, close_app, make_app
+from .conftest import ROOT, cli, close_app, database, make_app
 
 
-def test_init_db_is_idempotent_and_versions_the_schema(tmp_path):
+def test_init_db_is_idempotent_and_versions_the_schema(tmp_path, sqlite_only):
     db = tmp_path / "people.db"
     for _ in range(2):
         result = cli("init-db", db=db)
@@ -23,7 +23,7 @@ def test_init_db_is_idempotent_and_versions_the_schema(tmp_path):
 
 
 def test_init_db_demo_loads_the_demo_file(tmp_path):
-    result = cli("init-db", "--demo", db=tmp_path / "people.db")
+    result = cli("init-db", "--demo", db=database(tmp_path))
     assert result.returncode == 0, result.stderr
     demo = json.loads((ROOT / "data" / "demo.json").read_text())
     people = len(demo["people"])
@@ -44,7 +44,7 @@ def test_demo_file_is_varied_and_consistent():
 
 
 def test_keys_create_prints_the_key_alone_on_the_last_line(tmp_path):
-    db = tmp_path / "people.db"
+    db = database(tmp_path)
     result = cli("keys", "create", "--name", "ci", "--scopes", "read", db=db)
     assert result.returncode == 0, result.stderr
     key = result.stdout.strip().splitlines()[-1]
@@ -62,7 +62,7 @@ def test_keys_create_prints_the_key_alone_on_the_last_line(tmp_path):
 
 
 def test_keys_list_shows_usage_and_revoke_stops_a_key(tmp_path):
-    db = tmp_path / "people.db"
+    db = database(tmp_path)
     key = cli("keys", "create", "--name", "ci", "--rate-limit", "100/minute", db=db).stdout.split()[
         -1
     ]
@@ -108,7 +108,7 @@ def test_keys_list_shows_usage_and_revoke_stops_a_key(tmp_path):
     ],
 )
 def test_cli_errors_are_one_line_without_traceback(tmp_path, args, message):
-    result = cli(*args, db=tmp_path / "people.db")
+    result = cli(*args, db=database(tmp_path))
     assert result.returncode != 0
     assert message in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
@@ -116,7 +116,7 @@ def test_cli_errors_are_one_line_without_traceback(tmp_path, args, message):
 
 
 def test_duplicate_key_name_is_refused(tmp_path):
-    db = tmp_path / "people.db"
+    db = database(tmp_path)
     assert cli("keys", "create", "--name", "ci", db=db).returncode == 0
     again = cli("keys", "create", "--name", "ci", db=db)
     assert again.returncode == 1
@@ -124,7 +124,7 @@ def test_duplicate_key_name_is_refused(tmp_path):
 
 
 def test_export_then_import_round_trips(tmp_path):
-    source, target = tmp_path / "a" / "people.db", tmp_path / "b" / "people.db"
+    source, target = database(tmp_path / "a"), database(tmp_path / "b")
     cli("init-db", "--demo", db=source)
     exported = cli("export", db=source)
     assert exported.returncode == 0
@@ -141,7 +141,7 @@ def test_export_then_import_round_trips(tmp_path):
 
 
 def test_import_is_all_or_nothing(tmp_path):
-    db = tmp_path / "people.db"
+    db = database(tmp_path)
     bad = tmp_path / "bad.json"
     bad.write_text(
         json.dumps(
@@ -190,7 +190,7 @@ def test_unwritable_database_path_stops_with_status_2(tmp_path):
     assert "Traceback" not in result.stderr
 
 
-def test_secret_key_is_generated_once_with_mode_0600(tmp_path):
+def test_secret_key_is_generated_once_with_mode_0600(tmp_path, sqlite_only):
     app = make_app(tmp_path, SECRET_KEY=None)
     secret = app.config["SECRET_KEY"]
     close_app(app)

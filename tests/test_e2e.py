@@ -14,7 +14,7 @@ import uuid
 
 import requests
 
-from .conftest import ROOT, ServerProcess, cli, free_port
+from .conftest import ROOT, ServerProcess, cli, database, free_port
 
 
 def test_first_start_loads_the_demo_and_prints_a_working_key(live):
@@ -28,10 +28,10 @@ def test_first_start_loads_the_demo_and_prints_a_working_key(live):
 
 
 def test_a_second_start_keeps_the_data_and_prints_no_new_key(tmp_path):
-    server = ServerProcess(tmp_path / "people.db").start()
+    server = ServerProcess(database(tmp_path)).start()
     key = server.wait_for_output(lambda line: line.startswith("ps_"))
     assert server.stop() == 0
-    again = ServerProcess(tmp_path / "people.db").start()
+    again = ServerProcess(database(tmp_path)).start()
     try:
         time.sleep(0.3)
         assert not any(line.startswith("ps_") for line in again.stdout)
@@ -153,7 +153,7 @@ def test_server_stays_up_through_garbage(live):
 
 
 def test_sigterm_stops_cleanly_with_status_0(tmp_path):
-    server = ServerProcess(tmp_path / "people.db").start()
+    server = ServerProcess(database(tmp_path)).start()
     key = server.wait_for_output(lambda line: line.startswith("ps_"))
     assert server.request("GET", "/people", headers={"X-API-Key": key}).status_code == 200
     assert server.stop(signal.SIGTERM) == 0
@@ -161,7 +161,7 @@ def test_sigterm_stops_cleanly_with_status_0(tmp_path):
 
 
 def test_python_app_py_serves_the_same_app(tmp_path):
-    env = {**os.environ, "PEOPLE_SERVICE_DATABASE": str(tmp_path / "people.db")}
+    env = {**os.environ, "PEOPLE_SERVICE_DATABASE": database(tmp_path)}
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, "app.py", "--port", str(port)],

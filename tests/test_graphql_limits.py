@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 from graphql import get_introspection_query
 
 from people_service import service
 from people_service.graphql import limits, view
+
+from .conftest import ACTIVE, count_statements
 
 
 def codes(response) -> list[str]:
@@ -136,17 +140,6 @@ def test_graphql_is_charged_its_cost_by_the_rate_limit(client, headers, crowd):
     assert after - refused == 1  # refused before it runs: charged 1, not 101000
 
 
-def count_statements(store, run) -> int:
-    statements = []
-    conn = store._db().conn
-    conn.set_trace_callback(statements.append)
-    try:
-        run()
-    finally:
-        conn.set_trace_callback(None)
-    return len(statements)
-
-
 def test_statements_grow_with_depth_not_with_people(gql, store, crowd):
     """No N+1: 40 people with 400 friends and 4000 friends-of-friends in as many statements as 4."""
 
@@ -165,7 +158,9 @@ def test_statements_grow_with_depth_not_with_people(gql, store, crowd):
     many = count_statements(store, lambda: run(40))
     few = count_statements(store, lambda: run(4))
     assert many == few
-    assert many == 3  # people, their friends, the friends of those
+    # people, their friends, the friends of those; and on PostgreSQL, which keeps no cache of
+    # callers (nothing there tells other machines at once of a revocation), the caller's key
+    assert many == (3 if ACTIVE["backend"] == "sqlite" else 4)
     assert sum(len(f["friends"]) for p in results[40] for f in p["friends"]) == 4000
     first = results[40][0]
     assert [f["name"] for f in first["friends"]] == [f"P{i}" for i in range(2, 12)]
@@ -183,7 +178,7 @@ def test_messages_and_their_people_are_batched_too(gql, store, crowd, client, he
 
 
 def test_repeated_documents_are_parsed_and_validated_once(gql, crowd):
-    query = '{ person(id: "3") { name cached: age } }'
+    query = f'{{ person(id: "3") {{ name a{uuid.uuid4().hex}: age }} }}'  # a text not seen yet
     parsed, validated = limits.parse_document.cache_info(), view._validate.cache_info()
     for _ in range(3):
         assert "errors" not in gql(query).json

@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from .conftest import GENEROUS, ServerProcess, cli, close_app, make_app, new_key
+from .conftest import GENEROUS, ServerProcess, cli, close_app, database, make_app, new_key
 
 
 @pytest.fixture
@@ -117,7 +117,7 @@ def new_admin(app):
 
 
 def test_usage_counts_in_keys_list_and_me(tmp_path):
-    db = tmp_path / "people.db"
+    db = database(tmp_path)
     key = cli("keys", "create", "--name", "ci", db=db).stdout.split()[-1]
     server = ServerProcess(db, env={"PEOPLE_SERVICE_USAGE_FLUSH_SECONDS": "1"}).start()
     try:
@@ -142,7 +142,7 @@ def _serve(db, env):
 
 def test_x_forwarded_for_is_ignored_without_a_trusted_proxy(tmp_path):
     env = {"PEOPLE_SERVICE_ANONYMOUS_RATE_LIMIT": "3/day"}
-    server = _serve(tmp_path / "people.db", env)
+    server = _serve(database(tmp_path), env)
     try:
         statuses = [
             server.request("GET", "/people", headers={"X-Forwarded-For": f"10.0.0.{n}"}).status_code
@@ -158,7 +158,7 @@ def test_x_forwarded_for_counts_behind_a_trusted_proxy(tmp_path):
         "PEOPLE_SERVICE_ANONYMOUS_RATE_LIMIT": "1/day",
         "PEOPLE_SERVICE_TRUSTED_PROXY": "127.0.0.1",
     }
-    server = _serve(tmp_path / "people.db", env)
+    server = _serve(database(tmp_path), env)
     try:
         for n in range(3):
             response = server.request("GET", "/people", headers={"X-Forwarded-For": f"10.0.0.{n}"})
@@ -180,7 +180,7 @@ def redis_available() -> bool:
 
 @pytest.mark.skipif(not redis_available(), reason="no Redis answers on 127.0.0.1:6379")
 def test_two_processes_share_one_limit_through_redis(tmp_path):
-    db = tmp_path / "people.db"
+    db = database(tmp_path)
     key = cli("keys", "create", "--name", "shared", "--rate-limit", "20/day", db=db).stdout.split()[
         -1
     ]

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from .conftest import GENEROUS, ROOT, ServerProcess
+from .conftest import GENEROUS, ROOT, ServerProcess, database
 
 UNDOCUMENTED = {"/openapi.json", "/graphql", "/graphql/schema.graphql", "/static/<path:filename>"}
 
@@ -56,8 +56,8 @@ def test_errors_are_documented_as_problems(client):
 
 
 @pytest.fixture(scope="module")
-def fuzz_server(tmp_path_factory):
-    db = tmp_path_factory.mktemp("fuzz") / "people.db"
+def fuzz_server(tmp_path_factory, backend):
+    db = database(tmp_path_factory.mktemp("fuzz"))
     env = {
         "PEOPLE_SERVICE_RATE_LIMIT": GENEROUS,
         "PEOPLE_SERVICE_ANONYMOUS_RATE_LIMIT": GENEROUS,

@@ -11,7 +11,7 @@ import uuid
 import pytest
 import requests
 
-from .conftest import GENEROUS, ServerProcess, cli
+from .conftest import GENEROUS, ServerProcess, cli, database
 
 THREADS = 6
 REQUESTS_PER_THREAD = 15_000  # about three minutes on a 2-core machine
@@ -46,7 +46,7 @@ def seed(tmp_path):
     ]
     source = tmp_path / "seed.json"
     source.write_text(json.dumps({"people": people}))
-    db = tmp_path / "people.db"
+    db = database(tmp_path)
     assert cli("import", str(source), db=db).returncode == 0
     key = cli(
         "keys", "create", "--name", "soak", "--rate-limit", "100000000/minute", db=db

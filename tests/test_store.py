@@ -9,12 +9,14 @@ import pytest
 
 from people_service import service
 from people_service.errors import Conflict, NotFound
-from people_service.store import SCHEMA_VERSION, SQLiteStore
+from people_service.store import SCHEMA_VERSION, SQLiteStore, open_store
+
+from .conftest import count_statements, database
 
 
 @pytest.fixture
 def db(tmp_path):
-    store = SQLiteStore(tmp_path / "people.db")
+    store = open_store(database(tmp_path))
     store.migrate()
     yield store
     store.close()
@@ -32,7 +34,7 @@ def person(name, **fields):
     }
 
 
-def test_migrate_sets_wal_foreign_keys_and_user_version(db, tmp_path):
+def test_migrate_sets_wal_foreign_keys_and_user_version(db, tmp_path, sqlite_only):
     assert db.migrate() == SCHEMA_VERSION  # a second run changes nothing
     conn = db._db().conn
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
@@ -41,7 +43,7 @@ def test_migrate_sets_wal_foreign_keys_and_user_version(db, tmp_path):
     assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
 
 
-def test_a_newer_schema_is_refused(tmp_path):
+def test_a_newer_schema_is_refused(tmp_path, sqlite_only):
     path = tmp_path / "people.db"
     with sqlite3.connect(path) as conn:
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
@@ -84,28 +86,23 @@ def test_delete_cascades_to_friendships_and_messages(db):
     db.add_friendship(a, b)
     db.insert_message({"person_id": a, "sender_id": "api_key:1", "sender": "k", "content": "x"})
     assert db.delete_person(a)
-    conn = db._db().conn
-    assert conn.execute("SELECT count(*) FROM friendships").fetchone()[0] == 0
-    assert conn.execute("SELECT count(*) FROM messages").fetchone()[0] == 0
-    assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
+    assert db.friends_of([b], 10) == {b: []}
+    assert db.dump()["messages"] == [] and db.dump()["friendships"] == []
 
 
 def test_friends_of_loads_many_people_in_one_statement(db):
     ids = [db.insert_person(person(f"P{i}")) for i in range(30)]
     for other in ids[1:]:
         db.add_friendship(ids[0], other)
-    statements = []
-    db._db().conn.set_trace_callback(statements.append)
-    found = db.friends_of(ids, 5)
-    db._db().conn.set_trace_callback(None)
-    assert len(statements) == 1
+    found = {}
+    assert count_statements(db, lambda: found.update(db.friends_of(ids, 5))) == 1
     assert [f["name"] for f in found[ids[0]]] == ["P1", "P2", "P3", "P4", "P5"]
     assert [f["name"] for f in found[ids[7]]] == ["P0"]
 
 
 def test_concurrent_writers_in_transactions_all_commit(tmp_path):
     """8 threads x 30 read-then-write transactions: none fails with 'database is locked'."""
-    store = SQLiteStore(tmp_path / "people.db")
+    store = open_store(database(tmp_path))
     store.migrate()
     store.insert_person(person("Counter", age=0))
     failures = []
