@@ -22,6 +22,18 @@ ROOT = Path(__file__).resolve().parent.parent
 SECRET = "test-secret-that-is-long-enough-for-hs256-0123456789"
 GENEROUS = "100000/minute"
 POSTGRES = "postgresql://127.0.0.1:5432/test"
+# GraphQL error codes that say the client asked for something wrong, never that the server failed
+CLIENT_CODES = frozenset(
+    {
+        "BAD_USER_INPUT",
+        "NOT_FOUND",
+        "FORBIDDEN",
+        "GRAPHQL_PARSE_FAILED",
+        "GRAPHQL_VALIDATION_FAILED",
+        "QUERY_TOO_COMPLEX",
+        "BAD_REQUEST",
+    }
+)
 
 # The backend the running tests use; the `backend` fixture switches it for a whole session pass.
 ACTIVE = {"backend": "sqlite", "databases": {}, "schemas": []}

@@ -77,6 +77,22 @@ def writers(server, threads: int, stop: threading.Event, acked: list, lock: thre
     return workers
 
 
+def assert_all_there(db, acked, headers, tmp_path):
+    """After a restart every acknowledged write is there, and a SQLite file is intact."""
+    if ACTIVE["backend"] == "sqlite":
+        backup = tmp_path / "copy.db"
+        shutil.copy(db, backup)
+        with sqlite3.connect(backup) as conn:
+            assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    again = ServerProcess(db, env=ENV).start()
+    try:
+        for person_id, name in acked:
+            response = again.request("GET", f"/person/{person_id}", headers=headers)
+            assert response.status_code == 200 and response.json()["name"] == name
+    finally:
+        again.stop()
+
+
 def test_kill_9_during_writes_loses_nothing_acknowledged(tmp_path):
     db = database(tmp_path)
     server = start(db)
@@ -92,16 +108,7 @@ def test_kill_9_during_writes_loses_nothing_acknowledged(tmp_path):
         worker.join(15)
     server.stop()
     assert len(acked) >= 200
-    if ACTIVE["backend"] == "sqlite":
-        with sqlite3.connect(db) as conn:
-            assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-    again = ServerProcess(db, env=ENV).start()
-    try:
-        for person_id, name in acked:
-            response = again.request("GET", f"/person/{person_id}", headers=server.headers)
-            assert response.status_code == 200 and response.json()["name"] == name
-    finally:
-        again.stop()
+    assert_all_there(db, acked, server.headers, tmp_path)
 
 
 def test_full_disk_refuses_writes_keeps_reads_and_recovers(tmp_path, sqlite_only):
@@ -286,15 +293,4 @@ def test_sigterm_finishes_in_flight_requests_and_exits_0(tmp_path):
     assert stopped_in < 10
     assert "people-service stopped" in "\n".join(server.stderr)
     no_tracebacks(server)
-    again = ServerProcess(db, env=ENV).start()
-    try:
-        for person_id, name in acked:
-            response = again.request("GET", f"/person/{person_id}", headers=server.headers)
-            assert response.status_code == 200 and response.json()["name"] == name
-    finally:
-        again.stop()
-    if ACTIVE["backend"] == "sqlite":
-        backup = tmp_path / "copy.db"
-        shutil.copy(db, backup)
-        with sqlite3.connect(backup) as conn:
-            assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    assert_all_there(db, acked, server.headers, tmp_path)

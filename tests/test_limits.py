@@ -213,3 +213,16 @@ def test_two_processes_share_one_limit_through_redis(tmp_path):
     assert len(statuses) == 80
     assert statuses.count(200) == 20  # not 40: both processes count in one place
     assert statuses.count(429) == 60
+
+
+def test_an_unreachable_limit_storage_falls_back_to_per_process_counters(tmp_path, caplog):
+    """Nothing listens on port 9: requests are still served, and still limited, per process."""
+    app = make_app(tmp_path, RATE_LIMIT_STORAGE="redis://127.0.0.1:9", RATE_LIMIT="3/day")
+    try:
+        headers = {"X-API-Key": new_key(app, "a")}
+        client = app.test_client()
+        statuses = [client.get("/people", headers=headers).status_code for _ in range(4)]
+        assert statuses == [200, 200, 200, 429]
+        assert "rate-limit storage unreachable" in caplog.text
+    finally:
+        close_app(app)

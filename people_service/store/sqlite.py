@@ -14,73 +14,17 @@ from contextlib import contextmanager
 import sqlite_utils
 
 from ..errors import Conflict, ServiceError, StorageFull, Unavailable
-from .base import Store, translated
+from .base import SCHEMA_V1, Store, translated
 
 # Each entry upgrades the schema by one version; PRAGMA user_version records how far a file is.
 MIGRATIONS = [
-    """
-    CREATE TABLE people (
-        id INTEGER PRIMARY KEY AUTOINCREMENT,
-        name TEXT NOT NULL,
-        name_key TEXT NOT NULL,
-        age INTEGER,
-        email TEXT,
-        email_key TEXT UNIQUE,
-        street TEXT,
-        city TEXT,
-        country TEXT,
-        created_at TEXT NOT NULL,
-        updated_at TEXT NOT NULL
-    );
-    CREATE INDEX people_name_key ON people (name_key);
-    CREATE TABLE friendships (
-        person_id INTEGER NOT NULL REFERENCES people (id) ON DELETE CASCADE,
-        friend_id INTEGER NOT NULL REFERENCES people (id) ON DELETE CASCADE,
-        PRIMARY KEY (person_id, friend_id)
-    ) WITHOUT ROWID;
-    CREATE INDEX friendships_friend ON friendships (friend_id);
-    CREATE TABLE messages (
-        id INTEGER PRIMARY KEY AUTOINCREMENT,
-        person_id INTEGER NOT NULL REFERENCES people (id) ON DELETE CASCADE,
-        sender_id TEXT NOT NULL,
-        sender TEXT NOT NULL,
-        content TEXT NOT NULL,
-        created_at TEXT NOT NULL
-    );
-    CREATE INDEX messages_person ON messages (person_id, sender_id, created_at);
-    CREATE TABLE api_keys (
-        id INTEGER PRIMARY KEY AUTOINCREMENT,
-        name TEXT NOT NULL UNIQUE,
-        prefix TEXT NOT NULL,
-        key_hash TEXT NOT NULL UNIQUE,
-        scopes TEXT NOT NULL,
-        rate_limit TEXT,
-        created_at TEXT NOT NULL,
-        last_used TEXT,
-        request_count INTEGER NOT NULL DEFAULT 0,
-        revoked_at TEXT
-    );
-    CREATE TABLE users (
-        id INTEGER PRIMARY KEY AUTOINCREMENT,
-        username TEXT NOT NULL UNIQUE,
-        password_hash TEXT NOT NULL,
-        scopes TEXT NOT NULL,
-        rate_limit TEXT,
-        created_at TEXT NOT NULL,
-        last_used TEXT,
-        request_count INTEGER NOT NULL DEFAULT 0
-    );
-    CREATE TABLE idempotency (
-        caller TEXT NOT NULL,
-        key TEXT NOT NULL,
-        fingerprint TEXT NOT NULL,
-        status INTEGER NOT NULL,
-        body TEXT NOT NULL,
-        created_at REAL NOT NULL,
-        PRIMARY KEY (caller, key)
-    );
-    CREATE INDEX idempotency_created ON idempotency (created_at)
-    """,
+    SCHEMA_V1.format(
+        identity="INTEGER PRIMARY KEY AUTOINCREMENT",  # AUTOINCREMENT: ids are never reused
+        reference="INTEGER",
+        counter="INTEGER",
+        real="REAL",
+        without_rowid=" WITHOUT ROWID",
+    ),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 FILE_CHECK_SECONDS = 1.0  # how long a read may trust that the database file is still there
