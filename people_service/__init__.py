@@ -12,6 +12,11 @@ from . import config as settings
 from . import errors, limits, web
 from .auth import CallerCache, load_secret
 from .config import ConfigError
+from .graphql.view import bp as graphql_bp
+from .rest.messages import bp as messages_bp
+from .rest.ops import bp as ops_bp
+from .rest.people import bp as people_bp
+from .rest.tokens import bp as tokens_bp
 from .schemas import ID_PATTERN
 from .store import Store, open_store
 from .usage import UsageTracker
@@ -42,12 +47,6 @@ def redacted(database: str) -> str:
 
 def create_app(config: dict | None = None) -> Flask:
     """The WSGI app; `config` overrides PEOPLE_SERVICE_* settings (same names)."""
-    from .graphql.view import bp as graphql_bp
-    from .rest.messages import bp as messages_bp
-    from .rest.ops import bp as ops_bp
-    from .rest.people import bp as people_bp
-    from .rest.tokens import bp as tokens_bp
-
     options = settings.load(config)
     logging.getLogger("people_service").setLevel(str(options["LOG_LEVEL"]).upper())
     app = Flask(__name__)
@@ -69,8 +68,9 @@ def create_app(config: dict | None = None) -> Flask:
     web.init_app(app)  # before the limiter: its after_request must run after the limiter's
     for blueprint in (people_bp, messages_bp, ops_bp, tokens_bp, graphql_bp):
         app.register_blueprint(blueprint)
-    rate_limits = limits.RateLimits(app)
-    rate_limits.unlimited = app.extensions["people_service"]["unlimited"]
-    rate_limits.handshake_endpoints = {"tokens.issue_token"}
-    app.extensions["people_service"]["limiter"] = rate_limits
+    app.extensions["people_service"]["limiter"] = limits.RateLimits(
+        app,
+        unlimited=app.extensions["people_service"]["unlimited"],
+        handshake={"tokens.issue_token"},
+    )
     return app

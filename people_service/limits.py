@@ -82,7 +82,9 @@ class RateLimits:
     request's cost, plus the handshake's limit per address and username.
     """
 
-    def __init__(self, app):
+    def __init__(self, app, *, unlimited=frozenset(), handshake=frozenset()):
+        """`unlimited`: endpoints never limited; `handshake`: endpoints also limited per
+        client address and username."""
         self.limiter = Limiter(
             limit_key,
             storage_uri=app.config["RATE_LIMIT_STORAGE"],
@@ -96,8 +98,7 @@ class RateLimits:
         self.prefix = app.config["RATE_LIMIT_PREFIX"]
         self.fallback = STRATEGIES[STRATEGY](MemoryStorage())
         self.storage_failed_at = 0.0
-        self.unlimited: set[str] = set()
-        self.handshake_endpoints: set[str] = set()
+        self.unlimited, self.handshake_endpoints = set(unlimited), set(handshake)
         app.before_request(self.check)
         app.after_request(self.add_headers)
 

@@ -40,7 +40,6 @@ class MethodOverride:
             method = override.strip().upper()
             if method in OVERRIDABLE:
                 environ["REQUEST_METHOD"] = method
-                environ["people_service.overridden"] = "POST"
             else:
                 environ["people_service.bad_override"] = override[:40]
         return self.app(environ, start_response)
