@@ -93,14 +93,20 @@ def assert_all_there(db, acked, headers, tmp_path):
         again.stop()
 
 
-def test_kill_9_during_writes_loses_nothing_acknowledged(tmp_path):
+def busy_server(tmp_path, acknowledged: int):
+    """A server with 8 threads creating people, once `acknowledged` of them got a 201."""
     db = database(tmp_path)
     server = start(db)
-    acked, lock, stop = [], threading.Lock(), threading.Event()
-    workers = writers(server, 8, stop, acked, lock)
+    acked, stop = [], threading.Event()
+    workers = writers(server, 8, stop, acked, threading.Lock())
     deadline = time.monotonic() + 10
-    while len(acked) < 200 and time.monotonic() < deadline:
+    while len(acked) < acknowledged and time.monotonic() < deadline:
         time.sleep(0.05)
+    return db, server, acked, stop, workers
+
+
+def test_kill_9_during_writes_loses_nothing_acknowledged(tmp_path):
+    db, server, acked, stop, workers = busy_server(tmp_path, 200)
     server.process.kill()  # SIGKILL: no cleanup of any kind
     server.process.wait(10)
     stop.set()
@@ -274,13 +280,7 @@ def test_slow_and_broken_clients_do_not_hold_up_others(tmp_path):
 
 
 def test_sigterm_finishes_in_flight_requests_and_exits_0(tmp_path):
-    db = database(tmp_path)
-    server = start(db)
-    acked, lock, stop = [], threading.Lock(), threading.Event()
-    workers = writers(server, 8, stop, acked, lock)
-    deadline = time.monotonic() + 10
-    while len(acked) < 100 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    db, server, acked, stop, workers = busy_server(tmp_path, 100)
     started = time.monotonic()
     server.process.send_signal(signal.SIGTERM)
     status = server.process.wait(15)

@@ -153,6 +153,19 @@ class Store:
     def translate(self, error: Exception) -> ServiceError:
         raise NotImplementedError
 
+    def _upgrade(self, migrations: list[str], version: int, record) -> None:
+        """Run the migrations after `version` (in the caller's transaction), `record(n)` each."""
+        if version > len(migrations):
+            raise RuntimeError(
+                f"database schema version {version} is newer than this people-service "
+                f"({len(migrations)})"
+            )
+        for number, script in enumerate(migrations[version:], start=version + 1):
+            for statement in script.split(";"):
+                if statement.strip():
+                    self._execute(statement)
+            record(number)
+
     # -- people -----------------------------------------------------------------------------
 
     @translated

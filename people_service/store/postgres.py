@@ -150,17 +150,11 @@ class PostgresStore(Store):
         with self.transaction():
             self._execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
             row = self._execute("SELECT max(version) AS version FROM schema_version").fetchone()
-            version = row["version"] or 0
-            if version > SCHEMA_VERSION:
-                raise RuntimeError(
-                    f"database schema version {version} is newer than this people-service "
-                    f"({SCHEMA_VERSION})"
-                )
-            for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
-                for statement in script.split(";"):
-                    if statement.strip():
-                        self._execute(statement)
-                self._execute("INSERT INTO schema_version (version) VALUES (?)", (number,))
+            self._upgrade(
+                MIGRATIONS,
+                row["version"] or 0,
+                lambda n: self._execute("INSERT INTO schema_version (version) VALUES (?)", (n,)),
+            )
         return SCHEMA_VERSION
 
     def check(self) -> str:

@@ -220,16 +220,9 @@ class SQLiteStore(Store):
             db.enable_wal()
         with self.transaction():
             version = db.conn.execute("PRAGMA user_version").fetchone()[0]
-            if version > SCHEMA_VERSION:
-                raise RuntimeError(
-                    f"database schema version {version} is newer than this people-service "
-                    f"({SCHEMA_VERSION})"
-                )
-            for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
-                for statement in script.split(";"):
-                    if statement.strip():
-                        db.conn.execute(statement)
-                db.conn.execute(f"PRAGMA user_version = {number}")
+            self._upgrade(
+                MIGRATIONS, version, lambda n: db.conn.execute(f"PRAGMA user_version = {n}")
+            )
         self.credentials_epoch()  # made at start-up, not on a request (the disk may be full then)
         return SCHEMA_VERSION
 
