@@ -107,15 +107,13 @@ def describe(error: Exception) -> tuple[int, str, dict | None, dict]:
 
 
 def http_detail(error: HTTPException) -> str:
-    """A one-sentence detail for werkzeug's own errors (routing, body size, rate limits)."""
+    """A one-sentence detail for werkzeug's own errors (routing, body size)."""
     if error.code == 404:
         return "No such resource."
     if error.code == 405:
         return "The method is not allowed for this resource."
     if error.code == 413:
         return "The request body is too large."
-    if error.code == 429:
-        return f"Rate limit exceeded ({error.description}); retry after the Retry-After seconds."
     return str(error.description or HTTPStatus(error.code).phrase)
 
 
