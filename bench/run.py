@@ -29,7 +29,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from people_service import auth, create_app, service  # noqa: E402
+from people_service import create_app, credentials, service  # noqa: E402
+from people_service.web import services  # noqa: E402
 
 PEOPLE, FRIENDS, MESSAGES = 10_000, 10, 20_000
 ONE_PERSON = '{ person(id: "42") { name address { city } } }'
@@ -45,7 +46,7 @@ def free_port() -> int:
 def build_database(path: Path) -> str:
     """A fresh database with the benchmark's data; returns an API key with room for the load."""
     app = create_app({"DATABASE": str(path), "LOG_LEVEL": "WARNING"})
-    store = app.extensions["people_service"]["store"]
+    store = services(app).store
     people = []
     for i in range(1, PEOPLE + 1):
         people.append(
@@ -64,13 +65,13 @@ def build_database(path: Path) -> str:
             }
         )
     service.import_people(store, {"people": people})
-    key = auth.create_key(store, "bench", "read,write", "1000000000/minute")
-    viewer = auth.caller_from_key(store, key).viewer
+    key = credentials.create_key(store, "bench", "read,write", "1000000000/minute")
+    viewer = credentials.caller_from_key(store, key).viewer
     with store.transaction():
         for n in range(MESSAGES):
             message = {"person_id": str(n % PEOPLE + 1), "content": f"m{n}"}
             service.send_message(store, viewer, message)
-    app.extensions["people_service"]["usage"].stop()
+    services(app).usage.stop()
     store.close()
     return key
 
@@ -124,7 +125,7 @@ def wrk(url: str, *, connections: int, duration: int, key: str | None, script: P
 def nested_statements(db: Path, key: str) -> int:
     """SQL statements the nested query runs, counted with sqlite3's trace callback."""
     app = create_app({"DATABASE": str(db), "LOG_LEVEL": "WARNING"})
-    store = app.extensions["people_service"]["store"]
+    store = services(app).store
     client = app.test_client()
     headers = {"X-API-Key": key}
     client.post("/graphql", json={"query": NESTED}, headers=headers)  # warm the caches
@@ -133,7 +134,7 @@ def nested_statements(db: Path, key: str) -> int:
     response = client.post("/graphql", json={"query": NESTED}, headers=headers)
     store._db().conn.set_trace_callback(None)
     assert "errors" not in response.json, response.json
-    app.extensions["people_service"]["usage"].stop()
+    services(app).usage.stop()
     store.close()
     return len(statements)
 

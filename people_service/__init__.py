@@ -9,9 +9,8 @@ from flask import Flask
 from werkzeug.routing import BaseConverter
 
 from . import config as settings
-from . import errors, limits, web
-from .auth import CallerCache, load_secret
 from .config import ConfigError
+from .credentials import CallerCache, load_secret
 from .graphql.view import bp as graphql_bp
 from .rest.messages import bp as messages_bp
 from .rest.ops import bp as ops_bp
@@ -20,6 +19,8 @@ from .rest.tokens import bp as tokens_bp
 from .schemas import ID_PATTERN
 from .store import Store, open_store
 from .usage import UsageTracker
+from .web import Services, lifecycle, problems
+from .web.ratelimit import RateLimits
 
 __all__ = ["create_app", "ConfigError"]
 
@@ -57,20 +58,18 @@ def create_app(config: dict | None = None) -> Flask:
         app.config["SECRET_KEY"] = load_secret(options, store)
     except (OSError, ValueError) as exc:
         raise ConfigError(f"cannot read or create the secret key: {exc}") from None
-    app.extensions["people_service"] = {
-        "store": store,
-        "callers": CallerCache(store),
-        "usage": UsageTracker(store, options["USAGE_FLUSH_SECONDS"]),
-        "unlimited": {"ops.health"},
-    }
+    services = app.extensions["people_service"] = Services(
+        store=store,
+        callers=CallerCache(store),
+        usage=UsageTracker(store, options["USAGE_FLUSH_SECONDS"]),
+        unlimited={"ops.health"},
+    )
     app.url_map.converters["id"] = IdConverter
-    errors.register(app)
-    web.init_app(app)  # before the limiter: its after_request must run after the limiter's
+    problems.init_app(app)
+    lifecycle.init_app(app)  # before the limiter: its after_request must run after the limiter's
     for blueprint in (people_bp, messages_bp, ops_bp, tokens_bp, graphql_bp):
         app.register_blueprint(blueprint)
-    app.extensions["people_service"]["limiter"] = limits.RateLimits(
-        app,
-        unlimited=app.extensions["people_service"]["unlimited"],
-        handshake={"tokens.issue_token"},
+    services.limiter = RateLimits(
+        app, unlimited=services.unlimited, handshake={"tokens.issue_token"}
     )
     return app

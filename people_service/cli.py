@@ -13,10 +13,11 @@ import threading
 import time
 from pathlib import Path
 
-from . import auth, service
+from . import credentials, service
 from .config import ConfigError, check_rate_limit
 from .errors import ServiceError
-from .web import RequestIdFilter
+from .web import services
+from .web.lifecycle import RequestIdFilter
 
 log = logging.getLogger("people_service")
 DEMO_FILE = Path("data") / "demo.json"
@@ -44,7 +45,7 @@ def _app(args):
 
 
 def _store(app):
-    return app.extensions["people_service"]["store"]
+    return services(app).store
 
 
 def load_demo(store) -> tuple[int, int]:
@@ -60,7 +61,7 @@ def bootstrap(app, out=sys.stdout) -> str | None:
         if not store.is_empty():
             return None
         people, friendships = load_demo(store)
-        key = auth.create_key(store, "demo", "read,write")
+        key = credentials.create_key(store, "demo", "read,write")
     print(f"Loaded the demo data: {people} people, {friendships} friendships.", file=out)
     print("Demo API key (shown once; send it as X-API-Key):", file=out)
     print(key, file=out, flush=True)
@@ -143,7 +144,7 @@ def serve(args) -> int:
     log.info("people-service stopping")
     _drain(server)
     server.task_dispatcher.shutdown(cancel_pending=True, timeout=2)
-    app.extensions["people_service"]["usage"].stop()
+    services(app).usage.stop()
     _store(app).close()
     log.info("people-service stopped")
     return 0
@@ -166,7 +167,7 @@ def init_db(args) -> int:
 def keys_create(args) -> int:
     if args.rate_limit:
         check_rate_limit(args.rate_limit, "--rate-limit")
-    key = auth.create_key(_store(_app(args)), args.name, args.scopes, args.rate_limit)
+    key = credentials.create_key(_store(_app(args)), args.name, args.scopes, args.rate_limit)
     print(f"created API key '{args.name}' ({args.scopes}); shown once, only its hash is kept:")
     print(key)
     return 0
@@ -220,7 +221,9 @@ def users_create(args) -> int:
             raise CommandError("the passwords do not match")
     if args.rate_limit:
         check_rate_limit(args.rate_limit, "--rate-limit")
-    auth.create_user(_store(_app(args)), args.username, password, args.scopes, args.rate_limit)
+    credentials.create_user(
+        _store(_app(args)), args.username, password, args.scopes, args.rate_limit
+    )
     print(f"created user '{args.username}' with scopes {args.scopes}")
     return 0
 

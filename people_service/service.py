@@ -11,16 +11,17 @@ from dataclasses import dataclass
 from marshmallow import ValidationError
 
 from . import schemas
-from .errors import BadRequest, Invalid, NotFound, PreconditionFailed, ServiceError
+from .errors import (
+    BadRequest,
+    Invalid,
+    InvalidArgument,
+    NotFound,
+    PreconditionFailed,
+    ServiceError,
+)
 
 IDEMPOTENCY_TTL = 24 * 3600
 _ID = re.compile(schemas.ID_PATTERN)
-
-
-class InvalidArgument(BadRequest):
-    """A query-string parameter or GraphQL argument out of its range."""
-
-    code = "BAD_USER_INPUT"
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 import requests
 
-from people_service import auth, create_app
+from people_service import create_app, credentials
+from people_service.web import services
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRET = "test-secret-that-is-long-enough-for-hs256-0123456789"
@@ -129,9 +130,9 @@ def make_app(tmp_path, **overrides):
 
 
 def close_app(app):
-    ext = app.extensions["people_service"]
-    ext["usage"].stop()
-    ext["store"].close()
+    ext = services(app)
+    ext.usage.stop()
+    ext.store.close()
 
 
 @pytest.fixture
@@ -148,11 +149,11 @@ def client(app):
 
 @pytest.fixture
 def store(app):
-    return app.extensions["people_service"]["store"]
+    return services(app).store
 
 
 def new_key(app, name, scopes="read,write", rate_limit=None):
-    return auth.create_key(app.extensions["people_service"]["store"], name, scopes, rate_limit)
+    return credentials.create_key(services(app).store, name, scopes, rate_limit)
 
 
 @pytest.fixture

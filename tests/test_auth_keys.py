@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from people_service import auth
+from people_service import credentials
+from people_service.web import services
 
 DATA_ENDPOINTS = [
     ("GET", "/people"),
@@ -57,20 +58,20 @@ def test_read_only_key_can_read(client, read_headers):
 
 
 def test_revoked_key_is_refused_at_once(app, client, store):
-    key = auth.create_key(store, "temp")
+    key = credentials.create_key(store, "temp")
     assert client.get("/people", headers={"X-API-Key": key}).status_code == 200
     assert store.revoke_key("temp")
     assert client.get("/people", headers={"X-API-Key": key}).status_code == 401
 
 
 def test_keys_are_random_prefixed_and_stored_only_as_hashes(store):
-    first, second = auth.create_key(store, "a"), auth.create_key(store, "b")
+    first, second = credentials.create_key(store, "a"), credentials.create_key(store, "b")
     assert first != second
     assert first.startswith("ps_") and len(first) >= 3 + 43  # 32 random bytes, base64url
     rows = store._execute("SELECT * FROM api_keys").fetchall()
     text = repr(rows)
     assert first not in text and second not in text
-    assert rows[0]["key_hash"] == auth.hash_key(first)
+    assert rows[0]["key_hash"] == credentials.hash_key(first)
 
 
 def test_me_describes_the_caller_with_an_exact_count(client, headers):
@@ -90,14 +91,14 @@ def test_me_describes_the_caller_with_an_exact_count(client, headers):
 
 
 def test_me_shows_a_keys_own_limit(app, client):
-    key = auth.create_key(app.extensions["people_service"]["store"], "slow", "read", "5/minute")
+    key = credentials.create_key(services(app).store, "slow", "read", "5/minute")
     assert client.get("/me", headers={"X-API-Key": key}).json["rate_limit"] == "5/minute"
 
 
 def test_usage_is_flushed_to_the_store(app, client, headers, store):
     for _ in range(5):
         client.get("/people", headers=headers)
-    app.extensions["people_service"]["usage"].flush()
+    services(app).usage.flush()
     row = next(k for k in store.list_keys() if k["name"] == "ci")
     assert row["request_count"] == 5
     assert row["last_used"] is not None

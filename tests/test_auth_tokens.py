@@ -9,7 +9,8 @@ import time
 import jwt
 import pytest
 
-from people_service import auth
+from people_service import credentials
+from people_service.web import services
 
 from .conftest import GENEROUS, SECRET, ServerProcess, cli, close_app, database, make_app
 
@@ -110,16 +111,16 @@ def test_wrong_password_and_unknown_user_get_the_same_401(server):
 def test_unknown_user_costs_a_password_hash_too(tmp_path, monkeypatch):
     app = make_app(tmp_path)
     try:
-        store = app.extensions["people_service"]["store"]
-        auth.create_user(store, "ada", PASSWORD)
+        store = services(app).store
+        credentials.create_user(store, "ada", PASSWORD)
         checks = []
-        original = auth.check_password_hash
+        original = credentials.check_password_hash
         monkeypatch.setattr(
-            auth, "check_password_hash", lambda *a: checks.append(1) or original(*a)
+            credentials, "check_password_hash", lambda *a: checks.append(1) or original(*a)
         )
-        assert auth.login(store, "nobody", PASSWORD) is None
-        assert auth.login(store, "ada", "wrong") is None
-        assert auth.login(store, "ada", PASSWORD)["username"] == "ada"
+        assert credentials.login(store, "nobody", PASSWORD) is None
+        assert credentials.login(store, "ada", "wrong") is None
+        assert credentials.login(store, "ada", PASSWORD)["username"] == "ada"
         assert len(checks) == 3
     finally:
         close_app(app)
@@ -128,9 +129,9 @@ def test_unknown_user_costs_a_password_hash_too(tmp_path, monkeypatch):
 def test_passwords_are_stored_with_a_slow_salted_hash(tmp_path):
     app = make_app(tmp_path)
     try:
-        store = app.extensions["people_service"]["store"]
-        auth.create_user(store, "a", PASSWORD)
-        auth.create_user(store, "b", PASSWORD)
+        store = services(app).store
+        credentials.create_user(store, "a", PASSWORD)
+        credentials.create_user(store, "b", PASSWORD)
         first, second = (
             store.user_by_name("a")["password_hash"],
             store.user_by_name("b")["password_hash"],

@@ -7,6 +7,8 @@ import sqlite3
 
 import pytest
 
+from people_service.web import services
+
 from .conftest import ROOT, cli, close_app, database, make_app
 
 
@@ -71,7 +73,7 @@ def test_keys_list_shows_usage_and_revoke_stops_a_key(tmp_path):
         client = app.test_client()
         for _ in range(3):
             assert client.get("/people", headers={"X-API-Key": key}).status_code == 200
-        app.extensions["people_service"]["usage"].flush()
+        services(app).usage.flush()
         listing = cli("keys", "list", db=db)
         assert listing.returncode == 0
         header, row = listing.stdout.splitlines()[:2]

@@ -8,7 +8,7 @@ import pytest
 from graphql import get_introspection_query
 
 from people_service import service
-from people_service.graphql import limits, view
+from people_service.graphql import rules, view
 
 from .conftest import ACTIVE, count_statements
 
@@ -179,9 +179,9 @@ def test_messages_and_their_people_are_batched_too(gql, store, crowd, client, he
 
 def test_repeated_documents_are_parsed_and_validated_once(gql, crowd):
     query = f'{{ person(id: "3") {{ name a{uuid.uuid4().hex}: age }} }}'  # a text not seen yet
-    parsed, validated = limits.parse_document.cache_info(), view._validate.cache_info()
+    parsed, validated = rules.parse_document.cache_info(), view._validate.cache_info()
     for _ in range(3):
         assert "errors" not in gql(query).json
-    assert limits.parse_document.cache_info().misses == parsed.misses + 1  # parsed once
+    assert rules.parse_document.cache_info().misses == parsed.misses + 1  # parsed once
     assert view._validate.cache_info().misses == validated.misses + 1
     assert view._validate.cache_info().hits == validated.hits + 2

@@ -6,9 +6,9 @@ import functools
 
 from ariadne import MutationType, ObjectType, QueryType
 
-from .. import auth, service
-from ..errors import Forbidden
-from ..service import InvalidArgument
+from .. import service
+from ..errors import Forbidden, InvalidArgument
+from ..web.caller import caller_summary
 
 query = QueryType()
 mutation = MutationType()
@@ -72,7 +72,7 @@ def resolve_message(_, info, id):
 
 @query.field("me")
 def resolve_me(_, info):
-    return auth.describe(info.context.caller)
+    return caller_summary(info.context.caller)
 
 
 def _by_id(obj):

@@ -12,11 +12,20 @@ from graphql import GraphQLError, OperationType, get_operation_ast, validate
 from werkzeug.exceptions import HTTPException
 from werkzeug.wrappers import Response
 
-from .. import errors
-from ..auth import authenticate
-from ..errors import BadRequest, ServiceError, UnsupportedMediaType
-from ..web import dump_json, get_store, json_body, parse_json
-from . import limits
+from ..errors import (
+    BadRequest,
+    MethodNotAllowed,
+    NotAcceptable,
+    NotFound,
+    ServiceError,
+    UnsupportedMediaType,
+    graphql_code,
+)
+from ..web import get_store, services
+from ..web.caller import authenticate
+from ..web.jsonio import dump_json, json_body, parse_json
+from ..web.problems import error_parts
+from . import rules
 from .batch import Batches
 from .executor import LeafExecutor
 from .resolvers import Context
@@ -35,16 +44,6 @@ JSON = "application/json"
 PLAYGROUND_CDN = "https://cdn.jsdelivr.net/npm/graphql-playground-react@1.7.28/build"
 
 
-class NotAcceptable(ServiceError):
-    status, code = 406, "BAD_REQUEST"
-    default_detail = f"This endpoint answers {JSON} or {GRAPHQL_RESPONSE}."
-
-
-class MethodNotAllowed(ServiceError):
-    status, code = 405, "BAD_REQUEST"
-    default_detail = "Mutations must be sent with POST."
-
-
 # -- request parsing ----------------------------------------------------------------------
 
 
@@ -57,7 +56,7 @@ def response_type() -> str:
         return GRAPHQL_RESPONSE
     if accept[JSON] > 0:
         return JSON
-    raise NotAcceptable()
+    raise NotAcceptable(f"This endpoint answers {JSON} or {GRAPHQL_RESPONSE}.")
 
 
 def request_data() -> dict:
@@ -123,13 +122,13 @@ def checked_document():
 
 def _check(text: str, operation_name, variables, max_depth: int, max_cost: int):
     try:
-        document = limits.parse_document(text)
+        document = rules.parse_document(text)
     except GraphQLError as error:
         return None, 1, error
     schema = executable_schema()
     try:
-        cost = limits.check(schema, document, operation_name, variables, max_depth, max_cost)
-    except limits.TooComplex as error:
+        cost = rules.check(schema, document, operation_name, variables, max_depth, max_cost)
+    except rules.TooComplex as error:
         return document, 1, error
     return document, cost, None
 
@@ -166,7 +165,7 @@ def format_error(error: GraphQLError, debug: bool = False) -> dict:
         original = original.original_error
     if isinstance(original, ServiceError):
         formatted["message"] = original.detail
-        extensions = {"code": original.code}
+        extensions = {"code": original.graphql_code}
         if original.errors:
             extensions["errors"] = original.errors
     elif original is not None and not isinstance(original, GraphQLError):
@@ -180,8 +179,8 @@ def format_error(error: GraphQLError, debug: bool = False) -> dict:
 
 
 @lru_cache(maxsize=512)
-def _validate(schema, text: str, rules: tuple) -> tuple:
-    document = limits.parse_document(text)
+def _validate(schema, text: str, specified: tuple) -> tuple:
+    document = rules.parse_document(text)
     return tuple(
         GraphQLError(
             error.message,
@@ -189,7 +188,7 @@ def _validate(schema, text: str, rules: tuple) -> tuple:
             positions=error.positions,
             extensions={"code": "GRAPHQL_VALIDATION_FAILED"},
         )
-        for error in validate(schema, document, rules=rules)
+        for error in validate(schema, document, rules=specified)
     )
 
 
@@ -212,7 +211,7 @@ def execute(data: dict, caller) -> tuple[dict, bool]:
     if request.method == "GET":
         operation = get_operation_ast(document, data.get("operationName"))
         if operation is not None and operation.operation != OperationType.QUERY:
-            raise MethodNotAllowed(headers={"Allow": "POST"})
+            raise MethodNotAllowed("Mutations must be sent with POST.", headers={"Allow": "POST"})
     if error is not None:
         return _request_errors([error]), True
     _, result = graphql_sync(
@@ -263,15 +262,15 @@ graphql_endpoint.rate_cost = estimate_cost
 def schema_sdl():
     authenticate()
     if not current_app.config["INTROSPECTION"]:
-        raise errors.NotFound("The schema is not published (introspection is off).")
+        raise NotFound("The schema is not published (introspection is off).")
     return Response(sdl(), content_type="text/plain; charset=utf-8")
 
 
 @bp.errorhandler(Exception)
 def graphql_error(error):
     """Errors of the GraphQL endpoint in GraphQL's shape, with the HTTP status they carry."""
-    status, detail, field_errors, headers = errors.describe(error)
-    code = error.code if isinstance(error, ServiceError) else errors.http_code(status)
+    status, detail, field_errors, headers = error_parts(error)
+    code = error.graphql_code if isinstance(error, ServiceError) else graphql_code(status)
     entry = {"message": detail, "extensions": {"code": code}}
     if field_errors:
         entry["extensions"]["errors"] = field_errors
@@ -284,8 +283,8 @@ def graphql_error(error):
 
 def explorer_page() -> str | None:
     """The explorer's HTML, rendered once per app, with assets from EXPLORER_CDN."""
-    ext = current_app.extensions["people_service"]
-    if "explorer" not in ext:
+    ext = services()
+    if ext.explorer is None:
         config = current_app.config
         cdn = config["EXPLORER_CDN"].rstrip("/")
         if config["EXPLORER"] == "playground":
@@ -299,5 +298,5 @@ def explorer_page() -> str | None:
                 html = html.replace("https://esm.sh", cdn)
         else:
             html = None
-        ext["explorer"] = html
-    return ext["explorer"]
+        ext.explorer = html if html is not None else ""
+    return ext.explorer or None

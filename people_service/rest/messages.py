@@ -5,8 +5,9 @@ from __future__ import annotations
 from flask import Blueprint, request
 
 from .. import schemas, service
-from ..auth import current_caller, required
-from ..web import get_store, json_body, json_response
+from ..web import get_store
+from ..web.caller import current_caller, required
+from ..web.jsonio import json_body, json_response
 from .openapi import doc
 
 bp = Blueprint("messages", __name__)

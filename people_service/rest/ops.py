@@ -5,8 +5,9 @@ from __future__ import annotations
 from flask import Blueprint, current_app
 
 from .. import schemas, service
-from ..auth import current_caller, describe, required
-from ..web import get_store, json_response
+from ..web import get_store, services
+from ..web.caller import caller_summary, current_caller, required
+from ..web.jsonio import json_response
 from .openapi import build_spec, doc
 
 bp = Blueprint("ops", __name__)
@@ -31,10 +32,10 @@ def health():
 
 @bp.get("/openapi.json")
 def openapi():
-    ext = current_app.extensions["people_service"]
-    if "openapi" not in ext:
-        ext["openapi"] = build_spec(current_app, ext["unlimited"])
-    return json_response(ext["openapi"])
+    ext = services()
+    if ext.openapi is None:
+        ext.openapi = build_spec(current_app, ext.unlimited)
+    return json_response(ext.openapi)
 
 
 @bp.get("/me")
@@ -45,4 +46,4 @@ def openapi():
     tag="operations",
 )
 def me():
-    return json_response(describe(current_caller()))
+    return json_response(caller_summary(current_caller()))

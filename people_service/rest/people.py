@@ -7,8 +7,9 @@ from urllib.parse import urlencode
 from flask import Blueprint, Response, request
 
 from .. import schemas, service
-from ..auth import current_caller, required
-from ..web import PATCH_TYPES, empty_response, get_store, json_body, json_response
+from ..web import get_store
+from ..web.caller import current_caller, required
+from ..web.jsonio import PATCH_TYPES, empty_response, json_body, json_response
 from .openapi import doc
 
 bp = Blueprint("people", __name__)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from flask import Blueprint, current_app, request
 
-from .. import auth, schemas, service
+from .. import credentials, schemas, service
 from ..errors import Unauthorized
-from ..web import get_store, json_body, json_response
+from ..web import get_store
+from ..web.caller import challenge
+from ..web.jsonio import json_body, json_response
 from .openapi import doc
 
 bp = Blueprint("tokens", __name__)
@@ -26,11 +28,11 @@ FORM = "application/x-www-form-urlencoded"
 )
 def issue_token():
     data = request.form.to_dict() if request.mimetype == FORM else json_body()
-    credentials = service.validated(schemas.token_request_schema, data)
-    user = auth.login(get_store(), credentials["username"], credentials["password"])
+    given = service.validated(schemas.token_request_schema, data)
+    user = credentials.login(get_store(), given["username"], given["password"])
     if user is None:
-        raise Unauthorized("The username or password is wrong.", headers=auth.challenge())
+        raise Unauthorized("The username or password is wrong.", headers=challenge())
     ttl = current_app.config["TOKEN_TTL"]
-    token = auth.issue_token(user, current_app.config["SECRET_KEY"], ttl)
+    token = credentials.issue_token(user, current_app.config["SECRET_KEY"], ttl)
     body = {"access_token": token, "token_type": "Bearer", "expires_in": ttl}
     return json_response(body, headers={"Cache-Control": "no-store"})

@@ -13,20 +13,15 @@ from limits import parse_many
 from limits.storage import MemoryStorage
 from limits.strategies import STRATEGIES
 
-from .auth import peek_caller
-from .errors import ServiceError
-from .web import json_body
+from ..errors import RateLimited, ServiceError
+from .caller import peek_caller
+from .jsonio import json_body
 
 log = logging.getLogger("people_service")
 
 STRATEGY = "sliding-window-counter"  # O(1) per hit, and a refused request is not charged
 SCOPE = "global"
 RETRY_STORAGE_SECONDS = 30
-
-
-class RateLimited(ServiceError):
-    status, code = 429, "RATE_LIMITED"
-    default_detail = "Rate limit exceeded; retry after the Retry-After seconds."
 
 
 def client_address() -> str:

@@ -1,27 +1,24 @@
-"""Per-request plumbing shared by every blueprint: request ids, the access log, JSON in and out."""
+"""Per-request plumbing of every blueprint: request ids, method override and the access log."""
 
 from __future__ import annotations
 
 import itertools
-import json
 import logging
 import re
 import time
 import uuid
 
-from flask import current_app, g, has_request_context, request
+from flask import g, has_request_context, request
 from flask.sessions import SessionInterface
 from werkzeug.wrappers import Response
 
-from .auth import peek_caller
-from .errors import BadRequest, ServiceError, UnsupportedMediaType
+from ..errors import BadRequest, ServiceError
+from .caller import peek_caller
 
 access_log = logging.getLogger("people_service.access")
 
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:/+=@-]{1,128}$")
 OVERRIDABLE = frozenset({"PUT", "PATCH", "DELETE"})
-JSON_TYPES = ("application/json",)
-PATCH_TYPES = ("application/json", "application/merge-patch+json")
 
 
 class MethodOverride:
@@ -43,11 +40,6 @@ class MethodOverride:
             else:
                 environ["people_service.bad_override"] = override[:40]
         return self.app(environ, start_response)
-
-
-def get_store():
-    """The store of the running app."""
-    return current_app.extensions["people_service"]["store"]
 
 
 # Request ids: a random prefix per process and a counter, unique without a syscall per request.
@@ -127,57 +119,3 @@ def init_app(app) -> None:
     app.wsgi_app = MethodOverride(app.wsgi_app)
     app.before_request(start_request)
     app.after_request(finish_request)
-
-
-def _reject_constant(name: str):
-    raise ValueError(f"{name} is not valid JSON")
-
-
-def json_body(types=JSON_TYPES):
-    """The request's JSON body: 415 for another media type, 400 when it does not parse."""
-    if request.mimetype not in types:
-        raise UnsupportedMediaType(
-            f"The body must be {' or '.join(types)}, not '{request.mimetype or 'nothing'}'."
-        )
-    charset = request.mimetype_params.get("charset", "utf-8").lower()
-    if charset not in ("utf-8", "utf8"):
-        raise UnsupportedMediaType("JSON bodies must be UTF-8.")
-    raw = request.get_data(cache=True)
-    if not raw.strip():
-        raise BadRequest("The request body is empty; send a JSON object.")
-    return parse_json(raw)
-
-
-def parse_json(raw: bytes | str):
-    """Parse JSON strictly: no NaN or Infinity; nesting too deep is a 400, not a crash."""
-    try:
-        text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
-        return json.loads(text, parse_constant=_reject_constant)
-    except UnicodeDecodeError:
-        raise BadRequest("The body is not valid UTF-8.") from None
-    except RecursionError:
-        raise BadRequest("The JSON is nested too deeply.") from None
-    except ValueError as exc:
-        raise BadRequest(f"The body is not valid JSON: {exc}.") from None
-
-
-def empty_response(status: int = 204, headers=None) -> Response:
-    """An answer without a body (204, 304)."""
-    return Response(status=status, headers=headers)
-
-
-def dump_json(data) -> bytes:
-    """Compact UTF-8 JSON with a final newline for the shell.
-
-    Text that UTF-8 cannot carry (a lone surrogate echoed back in an error) is \\u-escaped.
-    """
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n"
-    try:
-        return text.encode("utf-8")
-    except UnicodeEncodeError:
-        return (json.dumps(data, separators=(",", ":")) + "\n").encode("ascii")
-
-
-def json_response(data, status: int = 200, headers=None) -> Response:
-    """A JSON answer."""
-    return Response(dump_json(data), status, headers, content_type="application/json")

@@ -1,4 +1,4 @@
-"""Credentials: API keys, users, passwords and tokens, and the caller of the current request."""
+"""Credentials: API keys, users, passwords, tokens, and a cache of the callers they stand for."""
 
 from __future__ import annotations
 
@@ -12,10 +12,9 @@ import time
 from dataclasses import dataclass
 
 import jwt
-from flask import current_app, g, request
 from werkzeug.security import check_password_hash, generate_password_hash
 
-from .errors import BadRequest, Forbidden, Unauthorized
+from .errors import BadRequest
 from .service import Viewer
 
 SCOPES = ("read", "write", "admin")
@@ -24,7 +23,6 @@ ISSUER = "people-service"
 # OWASP's floor for PBKDF2-SHA256; about 0.15 s per check here, so the handshake is throttled
 PASSWORD_METHOD = "pbkdf2:sha256:600000"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")
-REALM = 'realm="people-service"'
 
 
 @dataclass(frozen=True)
@@ -202,126 +200,6 @@ class CallerCache:
         if len(self.entries) >= self.LIMIT:
             self.entries = {}  # a crude bound: refilled from the database as callers return
         self.entries[credential] = (caller, expires)
-
-
-# -- the caller of the current request ------------------------------------------------------
-
-
-def challenge(error: str | None = None) -> dict:
-    bearer = f"Bearer {REALM}" + (f', error="{error}"' if error else "")
-    return {"WWW-Authenticate": f'ApiKey {REALM}, header="X-API-Key", {bearer}'}
-
-
-def _resolve() -> Caller | None:
-    ext = current_app.extensions["people_service"]
-    store, cache = ext["store"], ext["callers"]
-    headers = request.headers
-    key = headers.get("X-API-Key")
-    if key is not None:
-        key = key.strip()
-        caller = cache.get(key)
-        if caller is None:
-            caller = caller_from_key(store, key)
-            if caller is None:
-                raise Unauthorized("The API key is unknown or revoked.", headers=challenge())
-            cache.put(key, caller)
-    else:
-        header = headers.get("Authorization")
-        if header is None:
-            return None
-        scheme, _, token = header.strip().partition(" ")
-        token = token.strip()
-        if scheme.lower() != "bearer" or not token or " " in token:
-            raise Unauthorized(
-                "Send 'Authorization: Bearer <token>' or 'X-API-Key: <key>'.",
-                headers=challenge("invalid_request"),
-            )
-        caller = cache.get("Bearer " + token)
-        if caller is None:
-            found = caller_from_token(store, token, current_app.config["SECRET_KEY"])
-            if found is None:
-                raise Unauthorized(
-                    "The token is invalid or expired.", headers=challenge("invalid_token")
-                )
-            caller, expires = found
-            cache.put("Bearer " + token, caller, expires)
-    ext["usage"].hit(caller)
-    return caller
-
-
-def current_caller() -> Caller | None:
-    """The caller of this request (resolved once), None without credentials.
-
-    Raises Unauthorized for credentials that are present but wrong.
-    """
-    state = g._get_current_object()  # one proxy lookup: this runs several times per request
-    try:
-        caller = state.caller
-    except AttributeError:
-        try:
-            caller = state.caller = _resolve()
-        except Unauthorized as error:
-            state.caller, state.caller_error = None, error
-            raise
-    if caller is None and "caller_error" in state:
-        raise state.caller_error
-    return caller
-
-
-def peek_caller() -> Caller | None:
-    """The caller, or None when credentials are missing or wrong; never raises."""
-    try:
-        return current_caller()
-    except Unauthorized:
-        return None
-
-
-def authenticate() -> Caller:
-    """The caller, or Unauthorized."""
-    caller = current_caller()
-    if caller is None:
-        raise Unauthorized(
-            "Send an API key in X-API-Key or a token in 'Authorization: Bearer'.",
-            headers=challenge(),
-        )
-    return caller
-
-
-def check_scope(caller: Caller, scope: str) -> None:
-    if scope not in caller.scopes:
-        headers = {}
-        if caller.kind == "user":
-            headers["WWW-Authenticate"] = (
-                f'Bearer {REALM}, error="insufficient_scope", scope="{scope}"'
-            )
-        raise Forbidden(f"This needs the scope '{scope}'.", headers=headers)
-
-
-def required(view):
-    """Views need credentials: scope 'read' for GET and HEAD, 'write' for every other method."""
-
-    @functools.wraps(view)
-    def wrapper(*args, **kwargs):
-        caller = authenticate()
-        check_scope(caller, "read" if request.method in ("GET", "HEAD") else "write")
-        return view(*args, **kwargs)
-
-    wrapper.requires_auth = True
-    return wrapper
-
-
-def describe(caller: Caller) -> dict:
-    """What /me and GraphQL's `me` say about a caller; the request count is exact."""
-    usage = current_app.extensions["people_service"]["usage"]
-    count, last_used = usage.exact(caller.kind, caller.id)
-    return {
-        "kind": caller.kind,
-        "name": caller.name,
-        "scopes": [scope for scope in SCOPES if scope in caller.scopes],
-        "rate_limit": caller.rate_limit or current_app.config["RATE_LIMIT"],
-        "request_count": count,
-        "last_used": last_used,
-    }
 
 
 def load_secret(config: dict, store) -> str:

@@ -1,0 +1,37 @@
+"""The HTTP layer: request plumbing, callers, rate limits and the services one app holds."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from flask import current_app
+
+from ..credentials import CallerCache
+from ..store import Store
+from ..usage import UsageTracker
+
+
+@dataclass
+class Services:
+    """What the views of one app share, built once by create_app."""
+
+    store: Store
+    callers: CallerCache
+    usage: UsageTracker
+    # endpoints that are never rate limited
+    unlimited: set[str] = field(default_factory=set)
+    # the rate limiter (web.ratelimit.RateLimits), set once the blueprints are registered
+    limiter: object | None = None
+    # rendered once, on first use
+    explorer: str | None = None
+    openapi: dict | None = None
+
+
+def services(app=None) -> Services:
+    """The services of `app` (default: the app of the current request)."""
+    return (app or current_app).extensions["people_service"]
+
+
+def get_store() -> Store:
+    """The store of the running app."""
+    return services().store
