@@ -29,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from people_service import create_app, credentials, service  # noqa: E402
+from people_service import create_app, credentials, service, transfer  # noqa: E402
 from people_service.web import services  # noqa: E402
 
 PEOPLE, FRIENDS, MESSAGES = 10_000, 10, 20_000
@@ -64,7 +64,7 @@ def build_database(path: Path) -> str:
                 "friends": [str((i + k - 1) % PEOPLE + 1) for k in range(1, FRIENDS // 2 + 1)],
             }
         )
-    service.import_people(store, {"people": people})
+    transfer.import_people(store, {"people": people})
     key = credentials.create_key(store, "bench", "read,write", "1000000000/minute")
     viewer = credentials.caller_from_key(store, key).viewer
     with store.transaction():

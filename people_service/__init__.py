@@ -35,7 +35,7 @@ def prepare_store(config: dict) -> Store:
     """The store named by DATABASE, with its schema created or upgraded."""
     try:
         store = open_store(config["DATABASE"])
-        store.migrate()
+        store.upgrade_schema()
     except Exception as exc:  # any failure here is a configuration problem for the operator
         raise ConfigError(f"cannot open database {redacted(config['DATABASE'])!r}: {exc}") from None
     return store
@@ -55,13 +55,16 @@ def create_app(config: dict | None = None) -> Flask:
     app.config["MAX_CONTENT_LENGTH"] = options["MAX_BODY_BYTES"]
     store = prepare_store(options)
     try:
-        app.config["SECRET_KEY"] = load_secret(options, store)
+        token_secret = load_secret(options, store)
     except (OSError, ValueError) as exc:
         raise ConfigError(f"cannot read or create the secret key: {exc}") from None
+    # the secret signs login tokens only: Flask keeps no sessions, so it needs none
+    app.config["SECRET_KEY"] = None
     services = app.extensions["people_service"] = Services(
         store=store,
         callers=CallerCache(store),
         usage=UsageTracker(store, options["USAGE_FLUSH_SECONDS"]),
+        token_secret=token_secret,
         unlimited={"ops.health"},
     )
     app.url_map.converters["id"] = IdConverter

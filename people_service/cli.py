@@ -13,28 +13,17 @@ import threading
 import time
 from pathlib import Path
 
-from . import credentials, service
-from .config import ConfigError, check_rate_limit
+from . import credentials, transfer
+from .config import ConfigError
 from .errors import ServiceError
 from .web import services
 from .web.lifecycle import RequestIdFilter
 
 log = logging.getLogger("people_service")
-DEMO_FILE = Path("data") / "demo.json"
 
 
 class CommandError(Exception):
     """A problem to report on one line of stderr (exit status 1)."""
-
-
-def demo_file() -> Path:
-    """data/demo.json in the working directory, else the one shipped beside the package."""
-    if DEMO_FILE.exists():
-        return DEMO_FILE
-    shipped = Path(__file__).resolve().parent.parent / DEMO_FILE
-    if shipped.exists():
-        return shipped
-    raise CommandError(f"cannot find {DEMO_FILE}")
 
 
 def _app(args):
@@ -48,11 +37,6 @@ def _store(app):
     return services(app).store
 
 
-def load_demo(store) -> tuple[int, int]:
-    with open(demo_file(), encoding="utf-8") as file:
-        return service.import_people(store, json.load(file))
-
-
 def bootstrap(app, out=sys.stdout) -> str | None:
     """On a first start with an empty database: demo data and a demo key, printed once."""
     store = _store(app)
@@ -60,7 +44,7 @@ def bootstrap(app, out=sys.stdout) -> str | None:
     with store.transaction():
         if not store.is_empty():
             return None
-        people, friendships = load_demo(store)
+        people, friendships = transfer.load_demo(store)
         key = credentials.create_key(store, "demo", "read,write")
     print(f"Loaded the demo data: {people} people, {friendships} friendships.", file=out)
     print("Demo API key (shown once; send it as X-API-Key):", file=out)
@@ -158,15 +142,13 @@ def init_db(args) -> int:
     store = _store(app)
     message = f"database {app.config['DATABASE']} is ready"
     if args.demo:
-        people, friendships = load_demo(store)
+        people, friendships = transfer.load_demo(store)
         message += f"; loaded {people} people, {friendships} friendships"
     print(message)
     return 0
 
 
 def keys_create(args) -> int:
-    if args.rate_limit:
-        check_rate_limit(args.rate_limit, "--rate-limit")
     key = credentials.create_key(_store(_app(args)), args.name, args.scopes, args.rate_limit)
     print(f"created API key '{args.name}' ({args.scopes}); shown once, only its hash is kept:")
     print(key)
@@ -197,7 +179,7 @@ def keys_list(args) -> int:
             str(key["request_count"]),
             key["revoked_at"] or "-",
         )
-        for key in _store(app).list_keys()
+        for key in credentials.list_keys(_store(app))
     ]
     widths = [max(len(str(row[i])) for row in [columns, *rows]) for i in range(len(columns))]
     for row in [columns, *rows]:
@@ -206,8 +188,7 @@ def keys_list(args) -> int:
 
 
 def keys_revoke(args) -> int:
-    if not _store(_app(args)).revoke_key(args.name):
-        raise CommandError(f"no active API key named '{args.name}'")
+    credentials.revoke_key(_store(_app(args)), args.name)
     print(f"revoked API key '{args.name}'; it is refused from now on")
     return 0
 
@@ -219,8 +200,6 @@ def users_create(args) -> int:
         password = getpass.getpass("Password: ")
         if getpass.getpass("Repeat password: ") != password:
             raise CommandError("the passwords do not match")
-    if args.rate_limit:
-        check_rate_limit(args.rate_limit, "--rate-limit")
     credentials.create_user(
         _store(_app(args)), args.username, password, args.scopes, args.rate_limit
     )
@@ -234,13 +213,13 @@ def import_file(args) -> int:
             document = json.load(file)
     except (OSError, ValueError, RecursionError) as exc:
         raise CommandError(f"cannot read {args.file}: {exc}") from None
-    people, friendships = service.import_people(_store(_app(args)), document)
+    people, friendships = transfer.import_people(_store(_app(args)), document)
     print(f"imported {people} people, {friendships} friendships", file=sys.stderr)
     return 0
 
 
 def export_file(args) -> int:
-    document, friendships = service.export_people(_store(_app(args)))
+    document, friendships = transfer.export_people(_store(_app(args)))
     text = json.dumps(document, ensure_ascii=False, indent=2) + "\n"
     if args.file:
         Path(args.file).write_text(text, encoding="utf-8")
@@ -259,12 +238,12 @@ def migrate(args) -> int:
     source = _store(_app(args))
     try:
         target = open_store(args.to)
-        target.migrate()
+        target.upgrade_schema()
     except ServiceError:
         raise
     except Exception as exc:
         raise CommandError(f"cannot open {args.to.split('@')[-1]}: {exc}") from None
-    counts = service.copy_database(source, target)
+    counts = transfer.copy_database(source, target)
     target.close()
     summary = ", ".join(f"{count} {table.replace('_', ' ')}" for table, count in counts.items())
     print(f"migrated {summary}; counts checked", file=sys.stderr)

@@ -1,4 +1,4 @@
-"""Credentials: API keys, users, passwords, tokens, and a cache of the callers they stand for."""
+"""Credentials: API keys, users, passwords, tokens and usage; REST, GraphQL and the CLI call it."""
 
 from __future__ import annotations
 
@@ -6,23 +6,23 @@ import functools
 import hashlib
 import hmac
 import math
-import re
 import secrets
+import threading
 import time
 from dataclasses import dataclass
 
 import jwt
 from werkzeug.security import check_password_hash, generate_password_hash
 
-from .errors import BadRequest
+from . import schemas
+from .errors import BadRequest, NotFound
 from .service import Viewer
 
-SCOPES = ("read", "write", "admin")
+SCOPES = schemas.SCOPES
 KEY_PREFIX = "ps_"
 ISSUER = "people-service"
 # OWASP's floor for PBKDF2-SHA256; about 0.15 s per check here, so the handshake is throttled
 PASSWORD_METHOD = "pbkdf2:sha256:600000"
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")
 
 
 @dataclass(frozen=True)
@@ -45,22 +45,8 @@ class Caller:
         return Viewer(self.key, self.name, "admin" in self.scopes)
 
 
-def check_name(name: str, what: str = "name") -> str:
-    if not isinstance(name, str) or not _NAME.match(name):
-        raise BadRequest(
-            f"The {what} must be 1 to 64 letters, digits or . _ @ - and start with one of the"
-            " first two."
-        )
-    return name
-
-
-def parse_scopes(text) -> list[str]:
-    """'read,write' or 'read write' as a checked list."""
-    items = text.replace(",", " ").split() if isinstance(text, str) else list(text)
-    unknown = [item for item in items if item not in SCOPES]
-    if unknown or not items:
-        raise BadRequest(f"Scopes must be some of {', '.join(SCOPES)}; got {text!r}.")
-    return [scope for scope in SCOPES if scope in items]
+def _scopes(scopes: list[str]) -> str:
+    return " ".join(scope for scope in SCOPES if scope in scopes)
 
 
 # -- API keys -------------------------------------------------------------------------------
@@ -72,18 +58,31 @@ def hash_key(key: str) -> str:
 
 
 def create_key(store, name: str, scopes="read,write", rate_limit: str | None = None) -> str:
-    """A new API key (returned once, never stored in clear)."""
+    """A new API key (returned once, never stored in clear); a taken name is Conflict."""
+    given = {"name": name, "scopes": scopes, "rate_limit": rate_limit}
+    checked = schemas.load(schemas.key_request_schema, given, error=BadRequest)
     key = KEY_PREFIX + secrets.token_urlsafe(32)
     store.insert_key(
         {
-            "name": check_name(name),
+            "name": checked["name"],
             "prefix": key[:8],
             "key_hash": hash_key(key),
-            "scopes": " ".join(parse_scopes(scopes)),
-            "rate_limit": rate_limit,
+            "scopes": _scopes(checked["scopes"]),
+            "rate_limit": checked["rate_limit"],
         }
     )
     return key
+
+
+def list_keys(store) -> list[dict]:
+    """Every key (revoked ones too) with its scopes, limit and usage; never the key itself."""
+    return store.list_keys()
+
+
+def revoke_key(store, name: str) -> None:
+    """Refuse a key from now on, in every process; raises NotFound for no such active key."""
+    if not store.revoke_key(name):
+        raise NotFound(f"No active API key named '{name}'.")
 
 
 def caller_from_key(store, key: str) -> Caller | None:
@@ -105,14 +104,16 @@ def caller_from_key(store, key: str) -> Caller | None:
 def create_user(
     store, username: str, password: str, scopes="read,write", rate_limit: str | None = None
 ) -> None:
-    if not password or len(password) > 1024:
-        raise BadRequest("The password must be 1 to 1024 characters.")
+    """A login for the token handshake; a taken username is Conflict."""
+    given = {"username": username, "password": password, "scopes": scopes}
+    given["rate_limit"] = rate_limit
+    checked = schemas.load(schemas.user_request_schema, given, error=BadRequest)
     store.insert_user(
         {
-            "username": check_name(username, "username"),
-            "password_hash": generate_password_hash(password, PASSWORD_METHOD),
-            "scopes": " ".join(parse_scopes(scopes)),
-            "rate_limit": rate_limit,
+            "username": checked["username"],
+            "password_hash": generate_password_hash(checked["password"], PASSWORD_METHOD),
+            "scopes": _scopes(checked["scopes"]),
+            "rate_limit": checked["rate_limit"],
         }
     )
 
@@ -124,7 +125,7 @@ def _dummy_hash() -> str:
 
 def login(store, username: str, password: str) -> dict | None:
     """The user row for a correct username and password, else None (in similar time)."""
-    user = store.user_by_name(username)
+    user = store.user_by_name(username) if schemas.is_username(username) else None
     if user is None:
         check_password_hash(_dummy_hash(), password)  # same cost as a real check
         return None
@@ -133,7 +134,8 @@ def login(store, username: str, password: str) -> dict | None:
     return user
 
 
-def issue_token(user: dict, secret: str, ttl: int) -> str:
+def issue_token(user: dict, secret: str, ttl: int) -> dict:
+    """A bearer token for a user who logged in, as the handshake answers it."""
     now = int(time.time())
     claims = {
         "sub": user["username"],
@@ -142,7 +144,8 @@ def issue_token(user: dict, secret: str, ttl: int) -> str:
         "exp": now + ttl,
         "iss": ISSUER,
     }
-    return jwt.encode(claims, secret, algorithm="HS256")
+    token = jwt.encode(claims, secret, algorithm="HS256")
+    return {"access_token": token, "token_type": "Bearer", "expires_in": ttl}
 
 
 def caller_from_token(store, token: str, secret: str) -> tuple[Caller, int] | None:
@@ -159,8 +162,8 @@ def caller_from_token(store, token: str, secret: str) -> tuple[Caller, int] | No
         )
     except jwt.InvalidTokenError:
         return None
-    if not isinstance(claims["scope"], str):
-        return None
+    if not isinstance(claims["scope"], str) or not schemas.is_username(claims["sub"]):
+        return None  # signed by us, yet not what we issue: a lone surrogate cannot be a name
     user = store.user_by_name(claims["sub"])
     if user is None:
         return None
@@ -169,11 +172,24 @@ def caller_from_token(store, token: str, secret: str) -> tuple[Caller, int] | No
     return Caller("user", user["id"], user["username"], scopes, user["rate_limit"]), claims["exp"]
 
 
+def load_secret(config: dict, store) -> str:
+    """SECRET_KEY, else the one the store keeps (beside the SQLite file, or in PostgreSQL)."""
+    secret = str(config.get("SECRET_KEY") or store.stored_secret())
+    if len(secret.encode()) < 32:
+        raise ValueError("the stored secret is shorter than 32 bytes")
+    return secret
+
+
+# -- who a credential stands for, cached ----------------------------------------------------
+
+
 class CallerCache:
     """Callers of valid keys and tokens, so a request costs no database lookup to identify.
 
     Entries last until any credential is revoked (the store's credentials epoch changes, also
-    when the CLI revokes from another process) and, for tokens, until they expire.
+    when the CLI revokes from another process) and, for tokens, until they expire. A lookup
+    that began under one epoch never stores its answer under another: a revocation that lands
+    while a key is being looked up is never undone by the lookup.
     """
 
     LIMIT = 10_000
@@ -182,29 +198,61 @@ class CallerCache:
         self.store = store
         self.entries: dict[str, tuple[Caller, float]] = {}
         self.epoch: bytes | None = None
+        self._lock = threading.Lock()
 
-    def get(self, credential: str) -> Caller | None:
+    def _current(self) -> bytes | None:
+        """The epoch now, with the entries of any older one dropped."""
         epoch = self.store.credentials_epoch()
-        if epoch is None:
-            return None  # revocations cannot be seen: look every caller up
         if epoch != self.epoch:
-            self.entries, self.epoch = {}, epoch
-        entry = self.entries.get(credential)
-        if entry is None or entry[1] <= time.time():
+            with self._lock:
+                if epoch != self.epoch:
+                    self.entries, self.epoch = {}, epoch
+        return epoch
+
+    def lookup(self, credential: str, load) -> Caller | None:
+        """The caller of `credential`: cached, or `load() -> (caller, expires) | None`."""
+        epoch = self._current()
+        if epoch is not None:
+            entry = self.entries.get(credential)
+            if entry is not None and entry[1] > time.time():
+                return entry[0]
+        found = load()
+        if found is None:
             return None
-        return entry[0]
+        caller, expires = found
+        if epoch is not None:
+            with self._lock:
+                # stored only if no revocation was seen since the lookup began
+                if self.epoch == epoch and self.store.credentials_epoch() == epoch:
+                    if len(self.entries) >= self.LIMIT:
+                        self.entries = {}  # a crude bound: refilled as callers return
+                    self.entries[credential] = (caller, expires)
+        return caller
 
-    def put(self, credential: str, caller: Caller, expires: float = math.inf) -> None:
-        if self.epoch is None:
-            return
-        if len(self.entries) >= self.LIMIT:
-            self.entries = {}  # a crude bound: refilled from the database as callers return
-        self.entries[credential] = (caller, expires)
+
+def identify_key(store, cache: CallerCache, key: str) -> Caller | None:
+    """The caller of an API key, None for an unknown or revoked one."""
+
+    def load():
+        caller = caller_from_key(store, key)
+        return None if caller is None else (caller, math.inf)
+
+    return cache.lookup(key, load)
 
 
-def load_secret(config: dict, store) -> str:
-    """SECRET_KEY, else the one the store keeps (beside the SQLite file, or in PostgreSQL)."""
-    secret = str(config.get("SECRET_KEY") or store.stored_secret())
-    if len(secret.encode()) < 32:
-        raise ValueError("the stored secret is shorter than 32 bytes")
-    return secret
+def identify_token(store, cache: CallerCache, token: str, secret: str) -> Caller | None:
+    """The caller of a bearer token, None for an invalid or expired one."""
+    return cache.lookup("Bearer " + token, lambda: caller_from_token(store, token, secret))
+
+
+def summary(usage, caller: Caller, default_limit: str) -> dict:
+    """What /me and GraphQL's `me` say about a caller; the request count is exact."""
+    count, last_used = usage.exact(caller.kind, caller.id)
+    return {
+        "kind": caller.kind,
+        "name": caller.name,
+        "scopes": [scope for scope in SCOPES if scope in caller.scopes],
+        "rate_limit": caller.rate_limit or default_limit,
+        "request_count": count,
+        "last_used": last_used,
+    }

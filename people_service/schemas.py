@@ -2,10 +2,42 @@
 
 from __future__ import annotations
 
+import re
+
+from limits import parse_many
 from marshmallow import EXCLUDE, Schema, ValidationError, fields, validate
 
+from .errors import Invalid, ServiceError
+
 MAX_OFFSET = 2**31 - 1
+# Matched in full (re.fullmatch): `$` alone would also match before a final newline.
 ID_PATTERN = r"^[1-9][0-9]{0,17}$"
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$"
+SCOPES = ("read", "write", "admin")
+
+
+class FullMatch(validate.Regexp):
+    """A regular expression the whole value must match (a final newline included)."""
+
+    def __call__(self, value):
+        if not isinstance(value, str) or self.regex.fullmatch(value) is None:
+            raise ValidationError(self._format_error(value))
+        return value
+
+
+_ID = re.compile(ID_PATTERN)
+_NAME = re.compile(NAME_PATTERN)
+
+
+def is_id(value) -> bool:
+    """Whether `value` is a person or message id as a string ("17")."""
+    return isinstance(value, str) and _ID.fullmatch(value) is not None
+
+
+def is_username(value) -> bool:
+    """Whether `value` could name a user or key: letters, digits and . _ @ - (64 at most)."""
+    return isinstance(value, str) and _NAME.fullmatch(value) is not None
+
 
 # JSON allows "\u0000" and lone surrogates ("\ud800"); neither can be stored or echoed safely.
 _NO_NUL = validate.Regexp(r"^[^\x00]*$", error="Must not contain NUL characters.")
@@ -32,7 +64,7 @@ class Id(fields.String):
 
     def __init__(self, **kwargs):
         kwargs["metadata"] = {"example": "17", **kwargs.get("metadata", {})}
-        super().__init__(validate=validate.Regexp(ID_PATTERN, error="Not a valid id."), **kwargs)
+        super().__init__(validate=FullMatch(ID_PATTERN, error="Not a valid id."), **kwargs)
 
 
 class WholeNumber(fields.Integer):
@@ -144,8 +176,72 @@ class PeopleQuerySchema(PageSchema):
     name = text(200, metadata={"description": "Case-insensitive part of the name."})
 
 
-class FriendsLimitSchema(Schema):
+class ListFieldSchema(Schema):
+    """The `limit` of a list inside a person (GraphQL's friends and messages): 0 to 100."""
+
     limit = Count(0, 100, load_default=10)
+
+
+class PersonNameSchema(Schema):
+    """A name to look a person up by: text that could have been stored."""
+
+    name = text(200, required=True)
+
+
+class ImportPersonSchema(PersonSchema):
+    """A person of an import file (the demo file's format): with its id and its friends' ids."""
+
+    id = Id(required=True)
+    friends = fields.List(Id(), load_default=list)
+
+
+class ImportSchema(Schema):
+    """An import file: {"people": [...]}."""
+
+    people = fields.List(fields.Nested(ImportPersonSchema), required=True)
+
+
+class Scopes(fields.Field):
+    """Scopes as 'read,write', 'read write' or a list: some of read, write and admin."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        items = value.replace(",", " ").split() if isinstance(value, str) else value
+        if not isinstance(items, list) or not items or not all(i in SCOPES for i in items):
+            raise ValidationError(f"Must be some of {', '.join(SCOPES)}.")
+        return [scope for scope in SCOPES if scope in items]
+
+
+class RateLimit(fields.String):
+    """A rate limit such as '600/minute' or '10/second;500/hour'."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        text = super()._deserialize(value, attr, data, **kwargs)
+        try:
+            if not parse_many(text):
+                raise ValueError
+        except ValueError:
+            raise ValidationError("Must look like '600/minute' or '100 per hour'.") from None
+        return text
+
+
+NAME_RULE = "1 to 64 letters, digits or . _ @ -, starting with a letter or digit."
+
+
+class KeyRequestSchema(Schema):
+    """A new API key: its name, scopes and its own rate limit (None: the default)."""
+
+    name = fields.String(required=True, validate=FullMatch(NAME_PATTERN, error=NAME_RULE))
+    scopes = Scopes(load_default=lambda: ["read", "write"])
+    rate_limit = RateLimit(load_default=None, allow_none=True)
+
+
+class UserRequestSchema(Schema):
+    """A new user: a username, a password, scopes and its own rate limit."""
+
+    username = fields.String(required=True, validate=FullMatch(NAME_PATTERN, error=NAME_RULE))
+    password = text(1024, 1, required=True)
+    scopes = Scopes(load_default=lambda: ["read", "write"])
+    rate_limit = RateLimit(load_default=None, allow_none=True)
 
 
 class TokenRequestSchema(Schema):
@@ -194,5 +290,30 @@ person_update_schema = PersonUpdateSchema()
 message_schema = MessageSchema()
 people_query_schema = PeopleQuerySchema()
 page_schema = PageSchema()
-friends_limit_schema = FriendsLimitSchema()
+list_field_schema = ListFieldSchema()
+person_name_schema = PersonNameSchema()
+import_schema = ImportSchema()
 token_request_schema = TokenRequestSchema()
+key_request_schema = KeyRequestSchema()
+user_request_schema = UserRequestSchema()
+
+
+def flatten(errors, prefix: str = "") -> list[str]:
+    """Marshmallow's nested messages as 'address.city: message' lines."""
+    if isinstance(errors, dict):
+        lines = []
+        for key, value in errors.items():
+            name = prefix if key == "_schema" else f"{prefix}.{key}" if prefix else str(key)
+            lines.extend(flatten(value, name))
+        return lines
+    if isinstance(errors, list):
+        return [line for item in errors for line in flatten(item, prefix)]
+    return [f"{prefix}: {errors}" if prefix else str(errors)]
+
+
+def load(schema: Schema, data, *, error: type[ServiceError] = Invalid) -> dict:
+    """`data` checked by `schema`; what breaks a rule raises `error` with every field message."""
+    try:
+        return schema.load(data)
+    except ValidationError as exc:
+        raise error("Invalid " + "; ".join(flatten(exc.messages)), errors=exc.messages) from None

@@ -6,7 +6,7 @@ import pytest
 from ariadne import QueryType, graphql_sync, make_executable_schema
 from graphql.execution.executor import Executor
 
-from people_service import credentials, service
+from people_service import credentials, service, transfer
 from people_service.graphql.batch import Batches
 from people_service.graphql.executor import LeafExecutor
 from people_service.graphql.resolvers import Context
@@ -37,7 +37,7 @@ def context(app, store, key):
         }
         for i in range(1, 7)
     ]
-    service.import_people(store, {"people": people})
+    transfer.import_people(store, {"people": people})
     found = credentials.caller_from_key(store, key)
     service.send_message(store, found.viewer, {"person_id": "1", "content": "hi"})
     return lambda: Context(store, found, Batches())

@@ -7,7 +7,7 @@ import uuid
 import pytest
 from graphql import get_introspection_query
 
-from people_service import service
+from people_service import transfer
 from people_service.graphql import rules, view
 
 from .conftest import ACTIVE, count_statements
@@ -31,7 +31,7 @@ def crowd(store):
     people = [{"id": str(i), "name": f"P{i}", "friends": []} for i in range(1, 51)]
     for i in range(50):
         people[i]["friends"] = [str((i + k) % 50 + 1) for k in range(1, 11)]
-    service.import_people(store, {"people": people})
+    transfer.import_people(store, {"people": people})
     return people
 
 

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from people_service import service
+from people_service import service, transfer
 from people_service.errors import Conflict, NotFound
 from people_service.store import SCHEMA_VERSION, SQLiteStore, open_store
 
@@ -17,7 +17,7 @@ from .conftest import count_statements, database
 @pytest.fixture
 def db(tmp_path):
     store = open_store(database(tmp_path))
-    store.migrate()
+    store.upgrade_schema()
     yield store
     store.close()
 
@@ -35,7 +35,7 @@ def person(name, **fields):
 
 
 def test_migrate_sets_wal_foreign_keys_and_user_version(db, tmp_path, sqlite_only):
-    assert db.migrate() == SCHEMA_VERSION  # a second run changes nothing
+    assert db.upgrade_schema() == SCHEMA_VERSION  # a second run changes nothing
     conn = db._db().conn
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
@@ -49,7 +49,7 @@ def test_a_newer_schema_is_refused(tmp_path, sqlite_only):
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
     store = SQLiteStore(path)
     with pytest.raises(RuntimeError, match="newer"):
-        store.migrate()
+        store.upgrade_schema()
     store.close()
 
 
@@ -103,7 +103,7 @@ def test_friends_of_loads_many_people_in_one_statement(db):
 def test_concurrent_writers_in_transactions_all_commit(tmp_path):
     """8 threads x 30 read-then-write transactions: none fails with 'database is locked'."""
     store = open_store(database(tmp_path))
-    store.migrate()
+    store.upgrade_schema()
     store.insert_person(person("Counter", age=0))
     failures = []
 
@@ -135,9 +135,9 @@ def test_service_import_keeps_ids_and_friendships(db):
             {"id": "9", "name": "Nine", "address": {"city": "Oslo"}, "friends": ["5"]},
         ]
     }
-    assert service.import_people(db, document) == (2, 1)
+    assert transfer.import_people(db, document) == (2, 1)
     assert service.get_person(db, "9")["address"]["city"] == "Oslo"
-    exported, pairs = service.export_people(db)
+    exported, pairs = transfer.export_people(db)
     assert pairs == 1
     assert [p["friends"] for p in exported["people"]] == [["9"], ["5"]]
     created = db.insert_person(person("Next"))

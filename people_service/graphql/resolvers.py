@@ -81,7 +81,7 @@ def _by_id(obj):
 
 @person.field("friends")
 def resolve_friends(obj, info, limit=None):
-    count = service.friends_limit(limit)
+    count = service.list_field_limit(limit)
     store = info.context.store
     return info.context.batches.load(
         info, obj, f"friends:{count}", _by_id, lambda ids: service.friends_of(store, ids, count)
@@ -90,7 +90,7 @@ def resolve_friends(obj, info, limit=None):
 
 @person.field("messages")
 def resolve_messages(obj, info, limit=None):
-    count = service.friends_limit(limit)
+    count = service.list_field_limit(limit)
     ctx = info.context
     return ctx.batches.load(
         info,

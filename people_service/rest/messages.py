@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from flask import Blueprint, request
 
-from .. import schemas, service
+from .. import idempotency, schemas, service
 from ..web import get_store
 from ..web.caller import current_caller, required
 from ..web.jsonio import json_body, json_response
@@ -33,11 +33,11 @@ def send_message():
     data = json_body()
     caller = current_caller()
     store = get_store()
-    status, message, replayed = service.idempotent(
+    status, message, replayed = idempotency.idempotent(
         store,
         caller.key,
         request.headers.get("Idempotency-Key"),
-        service.fingerprint("POST /message", data),
+        idempotency.fingerprint("POST /message", data),
         lambda: (201, service.send_message(store, caller.viewer, data)),
     )
     headers = {"Location": f"/message/{message['id']}"}

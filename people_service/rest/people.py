@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from urllib.parse import urlencode
 
-from flask import Blueprint, Response, request
+from flask import Blueprint, request
+from werkzeug.http import generate_etag
 
-from .. import schemas, service
+from .. import idempotency, schemas, service
 from ..web import get_store
 from ..web.caller import current_caller, required
-from ..web.jsonio import PATCH_TYPES, empty_response, json_body, json_response
+from ..web.jsonio import PATCH_TYPES, dump_json, empty_response, json_body, json_response
 from .openapi import doc
 
 bp = Blueprint("people", __name__)
@@ -18,13 +19,25 @@ PERSON = ("The person.", schemas.PersonOutSchema, ["ETag"])
 NO_CONTENT = {204: ("Done.", None, [])}
 
 
-def _person_response(person: dict, status: int = 200, headers=None, body: bytes | None = None):
-    body = service.person_json(person) if body is None else body
-    headers = dict(headers or {})
-    headers["ETag"] = service.etag_of(body)
+def etag_of(person: dict) -> str:
+    """The strong ETag of a person: werkzeug's hash of exactly the bytes the API sends."""
+    return generate_etag(dump_json(person))
+
+
+def if_match():
+    """The request's If-Match as a precondition on the current person, None without one."""
+    if "If-Match" not in request.headers:
+        return None
+    tags = request.if_match  # strong comparison, as RFC 9110 wants for If-Match
+    return lambda current: tags.contains(etag_of(current))
+
+
+def _person_response(person: dict, status: int = 200, headers=None):
+    response = json_response(person, status, headers)
+    response.set_etag(generate_etag(response.get_data()))
     if status == 201:
-        headers["Location"] = f"/person/{person['id']}"
-    return Response(body + b"\n", status, headers, content_type="application/json")
+        response.headers["Location"] = f"/person/{person['id']}"
+    return response
 
 
 def _page_link(limit: int, offset: int, name: str | None) -> str:
@@ -43,9 +56,10 @@ def _page_link(limit: int, offset: int, name: str | None) -> str:
 )
 def list_people():
     args = request.args
-    name, limit, offset = args.get("name"), args.get("limit"), args.get("offset")
-    entries, total = service.list_people(get_store(), name=name, limit=limit, offset=offset)
-    limit, offset = service.page(limit, offset)
+    entries, total, query = service.list_people(
+        get_store(), name=args.get("name"), limit=args.get("limit"), offset=args.get("offset")
+    )
+    name, limit, offset = query["name"], query["limit"], query["offset"]
     links = []
     if offset + limit < total:
         links.append(f'<{_page_link(limit, offset + limit, name)}>; rel="next"')
@@ -57,11 +71,6 @@ def list_people():
     return json_response(entries, headers=headers)
 
 
-def _etag_matches(header: str, etag: str) -> bool:
-    tags = [tag.strip().removeprefix("W/") for tag in header.split(",")]
-    return "*" in tags or etag in tags
-
-
 @bp.get("/person/<id:person_id>")
 @required
 @doc(
@@ -71,12 +80,7 @@ def _etag_matches(header: str, etag: str) -> bool:
 )
 def get_person(person_id):
     person = service.get_person(get_store(), person_id)
-    body = service.person_json(person)
-    etag = service.etag_of(body)
-    match = request.headers.get("If-None-Match")
-    if match and _etag_matches(match, etag):
-        return empty_response(304, {"ETag": etag})
-    return _person_response(person, body=body)
+    return _person_response(person).make_conditional(request)
 
 
 @bp.post("/person")
@@ -94,17 +98,17 @@ def get_person(person_id):
 def create_person():
     data = json_body()
     store = get_store()
-    if_match = request.headers.get("If-Match")
+    precondition = if_match()
 
     def create():
-        person, created = service.create_person(store, data, if_match)
+        person, created = service.create_person(store, data, precondition)
         return (201 if created else 200), person
 
-    status, person, replayed = service.idempotent(
+    status, person, replayed = idempotency.idempotent(
         store,
         current_caller().key,
         request.headers.get("Idempotency-Key"),
-        service.fingerprint("POST /person", data),
+        idempotency.fingerprint("POST /person", data),
         create,
     )
     return _person_response(person, status, {"Idempotent-Replayed": "true"} if replayed else None)
@@ -120,9 +124,7 @@ def create_person():
     errors=[409],
 )
 def replace_person(person_id):
-    person = service.replace_person(
-        get_store(), person_id, json_body(), request.headers.get("If-Match")
-    )
+    person = service.replace_person(get_store(), person_id, json_body(), if_match())
     return _person_response(person)
 
 
@@ -138,9 +140,7 @@ def replace_person(person_id):
     errors=[409],
 )
 def update_person(person_id):
-    person = service.update_person(
-        get_store(), person_id, json_body(PATCH_TYPES), request.headers.get("If-Match")
-    )
+    person = service.update_person(get_store(), person_id, json_body(PATCH_TYPES), if_match())
     return _person_response(person)
 
 
@@ -152,7 +152,7 @@ def update_person(person_id):
     ok=NO_CONTENT,
 )
 def delete_person(person_id):
-    service.delete_person(get_store(), person_id, request.headers.get("If-Match"))
+    service.delete_person(get_store(), person_id, if_match())
     return empty_response()
 
 

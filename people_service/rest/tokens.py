@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from flask import Blueprint, current_app, request
 
-from .. import credentials, schemas, service
+from .. import credentials, schemas
 from ..errors import Unauthorized
-from ..web import get_store
+from ..web import services
 from ..web.caller import challenge
 from ..web.jsonio import json_body, json_response
 from .openapi import doc
@@ -28,11 +28,10 @@ FORM = "application/x-www-form-urlencoded"
 )
 def issue_token():
     data = request.form.to_dict() if request.mimetype == FORM else json_body()
-    given = service.validated(schemas.token_request_schema, data)
-    user = credentials.login(get_store(), given["username"], given["password"])
+    given = schemas.load(schemas.token_request_schema, data)
+    ext = services()
+    user = credentials.login(ext.store, given["username"], given["password"])
     if user is None:
         raise Unauthorized("The username or password is wrong.", headers=challenge())
-    ttl = current_app.config["TOKEN_TTL"]
-    token = credentials.issue_token(user, current_app.config["SECRET_KEY"], ttl)
-    body = {"access_token": token, "token_type": "Bearer", "expires_in": ttl}
+    body = credentials.issue_token(user, ext.token_secret, current_app.config["TOKEN_TTL"])
     return json_response(body, headers={"Cache-Control": "no-store"})

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from .base import Store, iso, now_iso
+from .base import Store
+from .common import iso, now_iso
 from .sqlite import SCHEMA_VERSION, SQLiteStore
 
 __all__ = ["SCHEMA_VERSION", "SQLiteStore", "Store", "iso", "now_iso", "open_store", "is_url"]

@@ -14,17 +14,20 @@ from contextlib import contextmanager
 import sqlite_utils
 
 from ..errors import Conflict, ServiceError, StorageFull, Unavailable
-from .base import SCHEMA_V1, Store, translated
+from .base import Store
+from .common import translated
+from .schema import SCHEMA_V1
 
 # Each entry upgrades the schema by one version; PRAGMA user_version records how far a file is.
+SCHEMA_V1_SQLITE = SCHEMA_V1.format(
+    identity="INTEGER PRIMARY KEY AUTOINCREMENT",  # AUTOINCREMENT: ids are never reused
+    reference="INTEGER",
+    counter="INTEGER",
+    real="REAL",
+    without_rowid=" WITHOUT ROWID",
+)
 MIGRATIONS = [
-    SCHEMA_V1.format(
-        identity="INTEGER PRIMARY KEY AUTOINCREMENT",  # AUTOINCREMENT: ids are never reused
-        reference="INTEGER",
-        counter="INTEGER",
-        real="REAL",
-        without_rowid=" WITHOUT ROWID",
-    ),
+    lambda store: store._script(SCHEMA_V1_SQLITE),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 FILE_CHECK_SECONDS = 1.0  # how long a read may trust that the database file is still there
@@ -149,6 +152,18 @@ class SQLiteStore(Store):
     def _executemany(self, sql: str, rows) -> None:
         self._db().conn.executemany(sql, rows)
 
+    def _script(self, sql: str) -> None:
+        # statement by statement, inside the caller's transaction (executescript would commit
+        # it); complete_statement knows where one ends, semicolons in strings and triggers too
+        statement = ""
+        for line in sql.splitlines(keepends=True):
+            statement += line
+            if sqlite3.complete_statement(statement):
+                self._execute(statement)
+                statement = ""
+        if statement.strip():
+            self._execute(statement)
+
     def _writable(self) -> sqlite_utils.Database:
         """This thread's connection, after checking that the file is still there and writable.
 
@@ -210,7 +225,7 @@ class SQLiteStore(Store):
 
     # -- schema -----------------------------------------------------------------------------
 
-    def migrate(self) -> int:
+    def upgrade_schema(self) -> int:
         """Create or upgrade the schema; returns the version. Idempotent."""
         directory = os.path.dirname(os.path.abspath(self.path))
         os.makedirs(directory, exist_ok=True)

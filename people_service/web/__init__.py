@@ -18,6 +18,8 @@ class Services:
     store: Store
     callers: CallerCache
     usage: UsageTracker
+    # the key that signs and checks login tokens (PEOPLE_SERVICE_SECRET_KEY, or the stored one)
+    token_secret: str
     # endpoints that are never rate limited
     unlimited: set[str] = field(default_factory=set)
     # the rate limiter (web.ratelimit.RateLimits), set once the blueprints are registered

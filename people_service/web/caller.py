@@ -6,7 +6,8 @@ import functools
 
 from flask import current_app, g, request
 
-from ..credentials import SCOPES, Caller, caller_from_key, caller_from_token
+from .. import credentials
+from ..credentials import Caller
 from ..errors import Forbidden, Unauthorized
 from . import services
 
@@ -20,17 +21,12 @@ def challenge(error: str | None = None) -> dict:
 
 def _resolve() -> Caller | None:
     ext = services()
-    store, cache = ext.store, ext.callers
     headers = request.headers
     key = headers.get("X-API-Key")
     if key is not None:
-        key = key.strip()
-        caller = cache.get(key)
+        caller = credentials.identify_key(ext.store, ext.callers, key.strip())
         if caller is None:
-            caller = caller_from_key(store, key)
-            if caller is None:
-                raise Unauthorized("The API key is unknown or revoked.", headers=challenge())
-            cache.put(key, caller)
+            raise Unauthorized("The API key is unknown or revoked.", headers=challenge())
     else:
         header = headers.get("Authorization")
         if header is None:
@@ -42,15 +38,11 @@ def _resolve() -> Caller | None:
                 "Send 'Authorization: Bearer <token>' or 'X-API-Key: <key>'.",
                 headers=challenge("invalid_request"),
             )
-        caller = cache.get("Bearer " + token)
+        caller = credentials.identify_token(ext.store, ext.callers, token, ext.token_secret)
         if caller is None:
-            found = caller_from_token(store, token, current_app.config["SECRET_KEY"])
-            if found is None:
-                raise Unauthorized(
-                    "The token is invalid or expired.", headers=challenge("invalid_token")
-                )
-            caller, expires = found
-            cache.put("Bearer " + token, caller, expires)
+            raise Unauthorized(
+                "The token is invalid or expired.", headers=challenge("invalid_token")
+            )
     ext.usage.hit(caller)
     return caller
 
@@ -117,14 +109,5 @@ def required(view):
 
 
 def caller_summary(caller: Caller) -> dict:
-    """What /me and GraphQL's `me` say about a caller; the request count is exact."""
-    usage = services().usage
-    count, last_used = usage.exact(caller.kind, caller.id)
-    return {
-        "kind": caller.kind,
-        "name": caller.name,
-        "scopes": [scope for scope in SCOPES if scope in caller.scopes],
-        "rate_limit": caller.rate_limit or current_app.config["RATE_LIMIT"],
-        "request_count": count,
-        "last_used": last_used,
-    }
+    """What /me and GraphQL's `me` say about the caller."""
+    return credentials.summary(services().usage, caller, current_app.config["RATE_LIMIT"])

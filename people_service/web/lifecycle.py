@@ -55,7 +55,7 @@ def start_request() -> None:
     state, req = g._get_current_object(), request._get_current_object()
     state.started = time.perf_counter()
     given = req.headers.get("X-Request-ID")
-    state.request_id = given if given and _REQUEST_ID.match(given) else new_request_id()
+    state.request_id = given if given and _REQUEST_ID.fullmatch(given) else new_request_id()
     bad = req.environ.get("people_service.bad_override")
     if bad is not None:
         raise BadRequest(f"X-HTTP-Method-Override must be PUT, PATCH or DELETE, not '{bad}'.")

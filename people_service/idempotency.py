@@ -1,0 +1,68 @@
+"""Idempotency-Key: a retried POST replays its first answer instead of acting twice."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+
+from .errors import BadRequest, Invalid
+
+TTL = 24 * 3600
+
+
+def _canonical(value):
+    """JSON values as a client means them: 3 and 3.0 are the same number."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {key: _canonical(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_canonical(item) for item in value]
+    return value
+
+
+def fingerprint(*parts) -> str:
+    """A digest of what makes two requests the same request."""
+    canonical = json.dumps(_canonical(list(parts)), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def check_key(key: str) -> str:
+    """An Idempotency-Key: 1 to 255 printable ASCII characters."""
+    if not 1 <= len(key) <= 255 or not key.isprintable() or not key.isascii():
+        raise BadRequest("Idempotency-Key must be 1 to 255 printable ASCII characters.")
+    return key
+
+
+def idempotent(store, caller: str, key: str | None, request_print: str, action):
+    """Run `action() -> (status, body)` once per caller and key within 24 hours.
+
+    Returns (status, body, replayed). A key reused with another request is Invalid. The record
+    and the action's writes commit together, so a concurrent retry waits and then replays.
+    """
+    if key is None:
+        status, body = action()
+        return status, body, False
+    check_key(key)
+    now = time.time()
+    with store.transaction():
+        saved = store.get_idempotent(caller, key, now - TTL)
+        if saved is not None:
+            if saved["fingerprint"] != request_print:
+                raise Invalid(
+                    "This Idempotency-Key was already used with a different request.",
+                    errors={"Idempotency-Key": ["Already used with a different request."]},
+                )
+            return saved["status"], json.loads(saved["body"]), True
+        status, body = action()
+        record = {
+            "caller": caller,
+            "key": key,
+            "fingerprint": request_print,
+            "status": status,
+            "body": json.dumps(body),
+            "created_at": now,
+        }
+        store.put_idempotent(record, prune_before=now - TTL)
+    return status, body, False

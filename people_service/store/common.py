@@ -1,0 +1,102 @@
+"""What every store module shares: time and text helpers, error translation, the backend hooks."""
+
+from __future__ import annotations
+
+import functools
+import time
+from contextlib import AbstractContextManager
+from datetime import UTC, datetime
+
+from ..errors import ServiceError
+
+
+def iso(timestamp: float) -> str:
+    """A POSIX time as RFC 3339 UTC with milliseconds."""
+    moment = datetime.fromtimestamp(timestamp, UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def now_iso() -> str:
+    """The current UTC time as RFC 3339 with milliseconds."""
+    return iso(time.time())
+
+
+def fold(text: str | None) -> str | None:
+    """The case-insensitive form of names and emails used for search and uniqueness."""
+    return None if text is None else text.casefold()
+
+
+def contains(text: str) -> str:
+    """A LIKE pattern (ESCAPE '\\') for `text` anywhere: % and _ are plain characters here."""
+    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+def translated(method):
+    """Turn the driver's failures into the domain errors clients can understand."""
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except self.driver_error as error:
+            raise self.translate(error) from error
+
+    return wrapper
+
+
+class StoreBase:
+    """The hooks each backend provides, and the schema upgrade both run.
+
+    A backend provides `_execute` (rows as dicts, `?` placeholders), `_insert` (returns the new
+    id), `_executemany`, `_script` (a migration's SQL text), `transaction`, `translate` and the
+    dialect bits below. Write transactions are serialized, as SQLite's BEGIN IMMEDIATE does, so
+    a check and the write it guards (If-Match, Idempotency-Key) never interleave with another
+    writer.
+    """
+
+    driver_error: type[Exception] = Exception
+    integrity_error: type[Exception] = Exception
+    GREATEST = "max"  # the two-argument maximum
+
+    def _execute(self, sql: str, params=()):
+        raise NotImplementedError
+
+    def _insert(self, sql: str, params=()) -> int:
+        raise NotImplementedError
+
+    def _executemany(self, sql: str, rows) -> None:
+        raise NotImplementedError
+
+    def _script(self, sql: str) -> None:
+        """Run a migration's SQL text, which may hold several statements."""
+        raise NotImplementedError
+
+    def transaction(self) -> AbstractContextManager:
+        """One write transaction; nested uses join the outer one."""
+        raise NotImplementedError
+
+    def _in_ids(self, column: str) -> str:
+        """`column` is one of a list of ids given as a single parameter."""
+        raise NotImplementedError
+
+    def _ids(self, ids: list[int]):
+        raise NotImplementedError
+
+    def _writable(self) -> None:
+        """Raise a domain error when nothing can be written now."""
+
+    def translate(self, error: Exception) -> ServiceError:
+        raise NotImplementedError
+
+    def _upgrade(self, migrations: list, version: int, record) -> None:
+        """Run the migrations after `version` in the caller's transaction, `record(n)` after
+        each; a migration is a callable that takes the store."""
+        if version > len(migrations):
+            raise RuntimeError(
+                f"database schema version {version} is newer than this people-service "
+                f"({len(migrations)})"
+            )
+        for number, migration in enumerate(migrations[version:], start=version + 1):
+            migration(self)
+            record(number)

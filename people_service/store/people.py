@@ -1,0 +1,144 @@
+"""People and friendships: the SQL of the people endpoints and of GraphQL's batched loads."""
+
+from __future__ import annotations
+
+from ..errors import NotFound
+from .common import contains, fold, now_iso, translated
+from .schema import PERSON_COLUMNS
+
+
+class PeopleStore:
+    """People and their friendships (mixed into Store)."""
+
+    # -- people -----------------------------------------------------------------------------
+
+    @translated
+    def is_empty(self) -> bool:
+        """True when the database holds neither people nor API keys."""
+        row = self._execute(
+            "SELECT (SELECT count(*) FROM people) + (SELECT count(*) FROM api_keys) AS n"
+        ).fetchone()
+        return row["n"] == 0
+
+    @translated
+    def count_people(self, name: str | None = None) -> int:
+        if name is None:
+            return self._execute("SELECT count(*) AS n FROM people").fetchone()["n"]
+        sql = "SELECT count(*) AS n FROM people WHERE name_key LIKE ? ESCAPE '\\'"
+        return self._execute(sql, (contains(fold(name)),)).fetchone()["n"]
+
+    @translated
+    def list_people(self, name: str | None, limit: int, offset: int) -> list[dict]:
+        """People with `name` in their name (any case), ordered by id: id and name only."""
+        return self._people("id, name", name, limit, offset)
+
+    @translated
+    def list_people_details(self, name: str | None, limit: int, offset: int) -> list[dict]:
+        """As list_people, with every column of the details."""
+        return self._people(PERSON_COLUMNS, name, limit, offset)
+
+    def _people(self, columns: str, name: str | None, limit: int, offset: int) -> list[dict]:
+        if name is None:
+            sql = f"SELECT {columns} FROM people ORDER BY id LIMIT ? OFFSET ?"
+            return self._execute(sql, (limit, offset)).fetchall()
+        sql = (
+            f"SELECT {columns} FROM people WHERE name_key LIKE ? ESCAPE '\\'"
+            " ORDER BY id LIMIT ? OFFSET ?"
+        )
+        return self._execute(sql, (contains(fold(name)), limit, offset)).fetchall()
+
+    @translated
+    def get_person(self, person_id: int) -> dict | None:
+        sql = f"SELECT {PERSON_COLUMNS} FROM people WHERE id = ?"
+        return self._execute(sql, (person_id,)).fetchone()
+
+    @translated
+    def get_people(self, person_ids: list[int]) -> list[dict]:
+        """The people with these ids, in one statement (unknown ids are left out)."""
+        if not person_ids:
+            return []
+        sql = f"SELECT {PERSON_COLUMNS} FROM people WHERE {self._in_ids('id')}"
+        return self._execute(sql, (self._ids(person_ids),)).fetchall()
+
+    @translated
+    def find_person(self, name: str) -> dict | None:
+        """The person whose name equals `name` ignoring case, lowest id first."""
+        sql = f"SELECT {PERSON_COLUMNS} FROM people WHERE name_key = ? ORDER BY id LIMIT 1"
+        return self._execute(sql, (fold(name),)).fetchone()
+
+    @staticmethod
+    def _person_values(person: dict) -> tuple:
+        return (
+            person["name"],
+            fold(person["name"]),
+            person["age"],
+            person["email"],
+            fold(person["email"]),
+            person["street"],
+            person["city"],
+            person["country"],
+        )
+
+    @translated
+    def insert_person(self, person: dict) -> int:
+        """Insert a person (columns as in get_person, without id); returns the new id."""
+        now = now_iso()
+        return self._insert(
+            "INSERT INTO people (name, name_key, age, email, email_key, street, city, country,"
+            " created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (*self._person_values(person), now, now),
+        )
+
+    @translated
+    def update_person(self, person_id: int, person: dict) -> None:
+        """Replace every column of a person."""
+        cursor = self._execute(
+            "UPDATE people SET name = ?, name_key = ?, age = ?, email = ?, email_key = ?,"
+            " street = ?, city = ?, country = ?, updated_at = ? WHERE id = ?",
+            (*self._person_values(person), now_iso(), person_id),
+        )
+        if cursor.rowcount == 0:
+            raise NotFound(f"No person with id '{person_id}'.")
+
+    @translated
+    def delete_person(self, person_id: int) -> bool:
+        """Delete a person; friendships and messages go with it (ON DELETE CASCADE)."""
+        return self._execute("DELETE FROM people WHERE id = ?", (person_id,)).rowcount > 0
+
+    # -- friendships ----------------------------------------------------------------------
+
+    @translated
+    def add_friendship(self, person_id: int, friend_id: int) -> None:
+        """Make two people friends both ways; already being friends is fine."""
+        self._execute(
+            "INSERT INTO friendships (person_id, friend_id) VALUES (?, ?), (?, ?)"
+            " ON CONFLICT DO NOTHING",
+            (person_id, friend_id, friend_id, person_id),
+        )
+
+    @translated
+    def remove_friendship(self, person_id: int, friend_id: int) -> None:
+        self._execute(
+            "DELETE FROM friendships WHERE (person_id = ? AND friend_id = ?)"
+            " OR (person_id = ? AND friend_id = ?)",
+            (person_id, friend_id, friend_id, person_id),
+        )
+
+    @translated
+    def friends_of(self, person_ids: list[int], limit: int) -> dict[int, list[dict]]:
+        """The first `limit` friends (by id) of each person, in one statement."""
+        result: dict[int, list[dict]] = {person_id: [] for person_id in person_ids}
+        if not person_ids or limit <= 0:
+            return result
+        rows = self._execute(
+            f"SELECT owner, {PERSON_COLUMNS} FROM ("
+            f" SELECT f.person_id AS owner, p.*, ROW_NUMBER() OVER"
+            f" (PARTITION BY f.person_id ORDER BY f.friend_id) AS n"
+            f" FROM friendships f JOIN people p ON p.id = f.friend_id"
+            f" WHERE {self._in_ids('f.person_id')}"
+            f") AS ranked WHERE n <= ? ORDER BY owner, id",
+            (self._ids(person_ids), limit),
+        )
+        for row in rows:
+            result[row.pop("owner")].append(row)
+        return result

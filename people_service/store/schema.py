@@ -1,0 +1,86 @@
+"""The tables: their columns, and the first schema both backends create."""
+
+from __future__ import annotations
+
+PERSON_COLUMNS = "id, name, age, email, street, city, country"
+MESSAGE_COLUMNS = "id, person_id, sender, content, created_at"
+KEY_COLUMNS = (
+    "id, name, prefix, scopes, rate_limit, created_at, last_used, request_count, revoked_at"
+)
+# Every column of the tables a migration between backends copies, in an order that keeps
+# foreign keys satisfied.
+TABLES = {
+    "people": "id, name, name_key, age, email, email_key, street, city, country, created_at,"
+    " updated_at",
+    "friendships": "person_id, friend_id",
+    "messages": "id, person_id, sender_id, sender, content, created_at",
+    "api_keys": "id, name, prefix, key_hash, scopes, rate_limit, created_at, last_used,"
+    " request_count, revoked_at",
+    "users": "id, username, password_hash, scopes, rate_limit, created_at, last_used,"
+    " request_count",
+}
+
+# The first schema, for both backends; the names in braces are the types each spells its way.
+SCHEMA_V1 = """
+    CREATE TABLE people (
+        id {identity},
+        name TEXT NOT NULL,
+        name_key TEXT NOT NULL,
+        age INTEGER,
+        email TEXT,
+        email_key TEXT UNIQUE,
+        street TEXT,
+        city TEXT,
+        country TEXT,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+    );
+    CREATE INDEX people_name_key ON people (name_key);
+    CREATE TABLE friendships (
+        person_id {reference} NOT NULL REFERENCES people (id) ON DELETE CASCADE,
+        friend_id {reference} NOT NULL REFERENCES people (id) ON DELETE CASCADE,
+        PRIMARY KEY (person_id, friend_id)
+    ){without_rowid};
+    CREATE INDEX friendships_friend ON friendships (friend_id);
+    CREATE TABLE messages (
+        id {identity},
+        person_id {reference} NOT NULL REFERENCES people (id) ON DELETE CASCADE,
+        sender_id TEXT NOT NULL,
+        sender TEXT NOT NULL,
+        content TEXT NOT NULL,
+        created_at TEXT NOT NULL
+    );
+    CREATE INDEX messages_person ON messages (person_id, sender_id, created_at);
+    CREATE TABLE api_keys (
+        id {identity},
+        name TEXT NOT NULL UNIQUE,
+        prefix TEXT NOT NULL,
+        key_hash TEXT NOT NULL UNIQUE,
+        scopes TEXT NOT NULL,
+        rate_limit TEXT,
+        created_at TEXT NOT NULL,
+        last_used TEXT,
+        request_count {counter} NOT NULL DEFAULT 0,
+        revoked_at TEXT
+    );
+    CREATE TABLE users (
+        id {identity},
+        username TEXT NOT NULL UNIQUE,
+        password_hash TEXT NOT NULL,
+        scopes TEXT NOT NULL,
+        rate_limit TEXT,
+        created_at TEXT NOT NULL,
+        last_used TEXT,
+        request_count {counter} NOT NULL DEFAULT 0
+    );
+    CREATE TABLE idempotency (
+        caller TEXT NOT NULL,
+        key TEXT NOT NULL,
+        fingerprint TEXT NOT NULL,
+        status INTEGER NOT NULL,
+        body TEXT NOT NULL,
+        created_at {real} NOT NULL,
+        PRIMARY KEY (caller, key)
+    );
+    CREATE INDEX idempotency_created ON idempotency (created_at)
+"""

@@ -1,0 +1,69 @@
+"""Bulk transfer: people in and out of the demo file's JSON format, and whole-database copies."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from . import schemas
+from .errors import Invalid, ServiceError
+from .service import columns, person_out
+
+DEMO_FILE = Path(__file__).with_name("demo.json")
+
+
+def import_people(store, document) -> tuple[int, int]:
+    """Load people (with ids, addresses and friend ids) in one transaction.
+
+    The format is that of data/demo.json and of export_people. Ids are kept, so links stay
+    valid; an id or email that is already taken stops the whole import.
+    """
+    if not isinstance(document, dict) or not isinstance(document.get("people"), list):
+        raise Invalid("The file must be a JSON object with a 'people' array.")
+    entries = schemas.load(schemas.import_schema, document)["people"]
+    people, friendships = [], []
+    for entry in entries:
+        person_id = int(entry["id"])
+        people.append({"id": person_id, **columns(entry)})
+        friendships.extend((person_id, int(friend)) for friend in entry["friends"])
+    if any(a == b for a, b in friendships):
+        raise Invalid("A person cannot befriend themselves.")
+    known = {person["id"] for person in people}
+    with store.transaction():
+        unknown = sorted(
+            {b for _, b in friendships if b not in known and store.get_person(b) is None}
+        )
+        if unknown:
+            raise Invalid(f"Friends refer to unknown people: {', '.join(map(str, unknown[:5]))}.")
+        store.import_people(people, friendships)
+    pairs = {tuple(sorted(pair)) for pair in friendships}
+    return len(people), len(pairs)
+
+
+def load_demo(store) -> tuple[int, int]:
+    """Import the demo data set shipped with the package."""
+    with open(DEMO_FILE, encoding="utf-8") as file:
+        return import_people(store, json.load(file))
+
+
+def export_people(store) -> tuple[dict, int]:
+    """Every person with address and friend ids, in the import format; and the friendship count."""
+    rows, pairs = store.export_people()
+    friends: dict[int, list[str]] = {}
+    for a, b in pairs:
+        friends.setdefault(a, []).append(str(b))
+        friends.setdefault(b, []).append(str(a))
+    people = [
+        {**person_out(row), "friends": sorted(friends.get(row["id"], []), key=int)} for row in rows
+    ]
+    return {"people": people}, len(pairs)
+
+
+def copy_database(source, target) -> dict[str, int]:
+    """Copy every table of one store into another, empty one, and check the counts match."""
+    tables = source.dump()
+    counts = target.load(tables)
+    expected = {table: len(rows) for table, rows in tables.items()}
+    if counts != expected:
+        raise ServiceError(f"The copy does not match its source: {counts} != {expected}.")
+    return counts
