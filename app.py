@@ -3,7 +3,8 @@
 import sys
 
 from people_service import ConfigError, create_app
-from people_service.cli import bootstrap, main
+from people_service.cli import main
+from people_service.server import bootstrap
 
 if __name__ == "__main__":
     sys.exit(main(["serve", *sys.argv[1:]]))

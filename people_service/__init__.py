@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import atexit
 import logging
 import re
+import weakref
 
 from flask import Flask
 from werkzeug.routing import BaseConverter
 
 from . import config as settings
+from . import logs
 from .config import ConfigError
 from .credentials import CallerCache, load_secret
 from .graphql.view import bp as graphql_bp
@@ -46,9 +49,22 @@ def redacted(database: str) -> str:
     return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", str(database))
 
 
+# Every app of this process: at exit their pending usage counts are written, whichever WSGI
+# server ran them (a weak set, so that apps a test throws away are not kept alive).
+_apps: weakref.WeakSet = weakref.WeakSet()
+
+
+@atexit.register
+def _close_apps() -> None:
+    for services in list(_apps):
+        services.close()
+
+
 def create_app(config: dict | None = None) -> Flask:
     """The WSGI app; `config` overrides PEOPLE_SERVICE_* settings (same names)."""
     options = settings.load(config)
+    if not logs.operator_configured():
+        logs.install()  # under any WSGI server, the access log goes to stderr
     logging.getLogger("people_service").setLevel(str(options["LOG_LEVEL"]).upper())
     app = Flask(__name__)
     app.config.update(options)
@@ -75,4 +91,5 @@ def create_app(config: dict | None = None) -> Flask:
     services.limiter = RateLimits(
         app, unlimited=services.unlimited, handshake={"tokens.issue_token"}
     )
+    _apps.add(services)
     return app

@@ -12,7 +12,6 @@ import time
 from dataclasses import dataclass
 
 import jwt
-from werkzeug.security import check_password_hash, generate_password_hash
 
 from . import schemas
 from .errors import BadRequest, NotFound
@@ -22,7 +21,7 @@ SCOPES = schemas.SCOPES
 KEY_PREFIX = "ps_"
 ISSUER = "people-service"
 # OWASP's floor for PBKDF2-SHA256; about 0.15 s per check here, so the handshake is throttled
-PASSWORD_METHOD = "pbkdf2:sha256:600000"
+PASSWORD_ITERATIONS = 600_000
 
 
 @dataclass(frozen=True)
@@ -85,6 +84,21 @@ def revoke_key(store, name: str) -> None:
         raise NotFound(f"No active API key named '{name}'.")
 
 
+def rotate_key(store, name: str) -> str:
+    """A new secret for an active key (returned once); its name, scopes, limit and usage stay,
+    and the old secret is refused from now on."""
+    key = KEY_PREFIX + secrets.token_urlsafe(32)
+    if not store.rotate_key(name, key[:8], hash_key(key)):
+        raise NotFound(f"No active API key named '{name}'.")
+    return key
+
+
+def delete_key(store, name: str) -> None:
+    """Forget a key, revoked or not (it is refused from now on); NotFound if there is none."""
+    if not store.delete_key(name):
+        raise NotFound(f"No API key named '{name}'.")
+
+
 def caller_from_key(store, key: str) -> Caller | None:
     """The caller an API key stands for, or None for an unknown or revoked key."""
     if not key.startswith(KEY_PREFIX) or len(key) > 128:
@@ -108,29 +122,95 @@ def create_user(
     given = {"username": username, "password": password, "scopes": scopes}
     given["rate_limit"] = rate_limit
     checked = schemas.load(schemas.user_request_schema, given, error=BadRequest)
+    _check_context(checked["password"], checked["username"])
     store.insert_user(
         {
             "username": checked["username"],
-            "password_hash": generate_password_hash(checked["password"], PASSWORD_METHOD),
+            "password_hash": hash_password(checked["password"]),
             "scopes": _scopes(checked["scopes"]),
             "rate_limit": checked["rate_limit"],
         }
     )
 
 
+def hash_password(password: str) -> str:
+    """A salted PBKDF2-SHA256 hash, written as werkzeug.security writes it
+    (`pbkdf2:sha256:<iterations>$<salt>$<hex>`), so either can check the other's hashes."""
+    salt = secrets.token_urlsafe(12)
+    digest = hashlib.pbkdf2_hmac("sha256", password.encode(), salt.encode(), PASSWORD_ITERATIONS)
+    return f"pbkdf2:sha256:{PASSWORD_ITERATIONS}${salt}${digest.hex()}"
+
+
+def check_password(stored: str, password: str) -> bool:
+    """Whether `password` matches a hash of hash_password (constant-time comparison)."""
+    try:
+        method, salt, expected = stored.split("$", 2)
+        kind, hash_name, iterations = method.split(":")
+        if kind != "pbkdf2":
+            return False
+        digest = hashlib.pbkdf2_hmac(hash_name, password.encode(), salt.encode(), int(iterations))
+    except (ValueError, UnicodeEncodeError):
+        return False
+    return hmac.compare_digest(digest.hex(), expected)
+
+
+def _check_context(password: str, username: str) -> None:
+    """NIST's context words: a password holding the username or the service's name is weak."""
+    plain = "".join(password.split()).casefold()
+    words = ["peopleservice", "people-service"]
+    if len(username) >= 4:  # shorter names are in too many words to refuse them all
+        words.append(username.casefold())
+    if any(word in plain for word in words):
+        raise BadRequest(
+            "Invalid password: it must not contain the username or the service's name.",
+            errors={"password": ["Must not contain the username or the service's name."]},
+        )
+
+
+def list_users(store) -> list[dict]:
+    """Every user with scopes, limit, usage and whether it is disabled; never a password."""
+    return store.list_users()
+
+
+def change_password(store, username: str, password: str) -> None:
+    """A new password; tokens issued before it stop working at once, in every process."""
+    checked = schemas.load(schemas.password_schema, {"password": password}, error=BadRequest)
+    _check_context(checked["password"], username)
+    if not store.set_password(username, hash_password(checked["password"])):
+        raise NotFound(f"No user named '{username}'.")
+
+
+def disable_user(store, username: str) -> None:
+    """No more logins, and the user's tokens stop working at once, in every process."""
+    if not store.set_disabled(username, True):
+        raise NotFound(f"No enabled user named '{username}'.")
+
+
+def enable_user(store, username: str) -> None:
+    """Let a disabled user log in again (tokens from before the disable stay invalid)."""
+    if not store.set_disabled(username, False):
+        raise NotFound(f"No disabled user named '{username}'.")
+
+
+def delete_user(store, username: str) -> None:
+    """Forget a user; its tokens stop working at once."""
+    if not store.delete_user(username):
+        raise NotFound(f"No user named '{username}'.")
+
+
 @functools.cache
 def _dummy_hash() -> str:
-    return generate_password_hash(secrets.token_hex(16), PASSWORD_METHOD)
+    return hash_password(secrets.token_hex(16))
 
 
 def login(store, username: str, password: str) -> dict | None:
     """The user row for a correct username and password, else None (in similar time)."""
     user = store.user_by_name(username) if schemas.is_username(username) else None
     if user is None:
-        check_password_hash(_dummy_hash(), password)  # same cost as a real check
+        check_password(_dummy_hash(), password)  # same cost as a real check
         return None
-    if not check_password_hash(user["password_hash"], password):
-        return None
+    if not check_password(user["password_hash"], password) or user["disabled_at"]:
+        return None  # a disabled user hears exactly what a wrong password hears
     return user
 
 
@@ -143,6 +223,8 @@ def issue_token(user: dict, secret: str, ttl: int) -> dict:
         "iat": now,
         "exp": now + ttl,
         "iss": ISSUER,
+        # the user's token generation: a new password or a disable moves it on
+        "gen": user["token_generation"],
     }
     token = jwt.encode(claims, secret, algorithm="HS256")
     return {"access_token": token, "token_type": "Bearer", "expires_in": ttl}
@@ -165,7 +247,7 @@ def caller_from_token(store, token: str, secret: str) -> tuple[Caller, int] | No
     if not isinstance(claims["scope"], str) or not schemas.is_username(claims["sub"]):
         return None  # signed by us, yet not what we issue: a lone surrogate cannot be a name
     user = store.user_by_name(claims["sub"])
-    if user is None:
+    if user is None or user["disabled_at"] or claims.get("gen", 0) != user["token_generation"]:
         return None
     # a token never grants more than its user has now
     scopes = frozenset(claims["scope"].split()) & frozenset(user["scopes"].split())

@@ -114,9 +114,9 @@ def test_unknown_user_costs_a_password_hash_too(tmp_path, monkeypatch):
         store = services(app).store
         credentials.create_user(store, "ada", PASSWORD)
         checks = []
-        original = credentials.check_password_hash
+        original = credentials.check_password
         monkeypatch.setattr(
-            credentials, "check_password_hash", lambda *a: checks.append(1) or original(*a)
+            credentials, "check_password", lambda *a: checks.append(1) or original(*a)
         )
         assert credentials.login(store, "nobody", PASSWORD) is None
         assert credentials.login(store, "ada", "wrong") is None

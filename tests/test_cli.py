@@ -7,9 +7,10 @@ import sqlite3
 
 import pytest
 
+from people_service.store import SCHEMA_VERSION
 from people_service.web import services
 
-from .conftest import ROOT, cli, close_app, database, make_app
+from .conftest import ROOT, cli, close_app, database, free_port, make_app
 
 
 def test_init_db_is_idempotent_and_versions_the_schema(tmp_path, sqlite_only):
@@ -19,7 +20,7 @@ def test_init_db_is_idempotent_and_versions_the_schema(tmp_path, sqlite_only):
         assert result.returncode == 0, result.stderr
         assert result.stdout.strip() == f"database {db} is ready"
     with sqlite3.connect(db) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == 1
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         assert conn.execute("SELECT count(*) FROM people").fetchone()[0] == 0
 
@@ -179,7 +180,7 @@ def test_bad_configuration_stops_serve_with_status_2(tmp_path):
         ({"PEOPLE_SERVICE_DATABASE": "/proc/people.db"}, "cannot open database"),
     ]
     for env, message in cases:
-        result = cli("serve", "--port", "0", env=env)
+        result = cli("serve", "--port", str(free_port()), env=env)
         assert result.returncode == 2, (env, result.stderr)
         assert message in result.stderr
         assert len(result.stderr.strip().splitlines()) == 1, result.stderr
@@ -189,7 +190,7 @@ def test_bad_configuration_stops_serve_with_status_2(tmp_path):
 def test_unwritable_database_path_stops_with_status_2(tmp_path):
     blocker = tmp_path / "not-a-directory"
     blocker.write_text("")  # even root cannot create a file inside a file
-    result = cli("serve", "--port", "0", db=blocker / "people.db")
+    result = cli("serve", "--port", str(free_port()), db=blocker / "people.db")
     assert result.returncode == 2
     assert "cannot open database" in result.stderr
     assert "Traceback" not in result.stderr

@@ -8,6 +8,7 @@ from .. import idempotency, schemas, service
 from ..web import get_store
 from ..web.caller import current_caller, required
 from ..web.jsonio import json_body, json_response
+from . import shapes
 from .openapi import doc
 
 bp = Blueprint("messages", __name__)
@@ -22,7 +23,7 @@ bp = Blueprint("messages", __name__)
     ok={
         201: (
             "Sent (or a replay: Idempotent-Replayed).",
-            schemas.MessageOutSchema,
+            shapes.MessageOutSchema,
             ["Location", "Idempotent-Replayed"],
         )
     },
@@ -50,7 +51,7 @@ def send_message():
 @required
 @doc(
     "Get a message the caller sent (admins: any message)",
-    ok={200: ("The message.", schemas.MessageOutSchema, [])},
+    ok={200: ("The message.", shapes.MessageOutSchema, [])},
     tag="messages",
 )
 def get_message(message_id):
@@ -62,7 +63,7 @@ def get_message(message_id):
 @doc(
     "The caller's messages to a person, newest first",
     query=schemas.PageSchema,
-    ok={200: ("A page of messages.", schemas.MessageOutSchema(many=True), [])},
+    ok={200: ("A page of messages.", shapes.MessageOutSchema(many=True), [])},
     tag="messages",
 )
 def list_messages(person_id):

@@ -8,6 +8,7 @@ from apispec import APISpec
 from apispec.ext.marshmallow import MarshmallowPlugin
 
 from .. import schemas
+from . import shapes
 
 PROBLEM = "application/problem+json"
 ERROR_TEXT = {
@@ -165,7 +166,7 @@ def build_spec(app, exempt: set[str]) -> dict:
     spec.components.security_scheme(
         "Bearer", {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"}
     )
-    spec.components.schema("Problem", schema=schemas.ProblemSchema)
+    spec.components.schema("Problem", schema=shapes.ProblemSchema)
     paths: dict[str, dict] = {}
     for rule in app.url_map.iter_rules():
         view = app.view_functions.get(rule.endpoint)

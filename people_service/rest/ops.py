@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from flask import Blueprint, current_app
 
-from .. import schemas, service
+from .. import service
 from ..web import get_store, services
 from ..web.caller import caller_summary, current_caller, required
 from ..web.jsonio import json_response
+from . import shapes
 from .openapi import build_spec, doc
 
 bp = Blueprint("ops", __name__)
@@ -17,8 +18,8 @@ bp = Blueprint("ops", __name__)
 @doc(
     "Whether the service and its database answer",
     ok={
-        200: ("Healthy.", schemas.HealthSchema, []),
-        503: ("The database is missing, read-only or unreadable.", schemas.HealthSchema, []),
+        200: ("Healthy.", shapes.HealthSchema, []),
+        503: ("The database is missing, read-only or unreadable.", shapes.HealthSchema, []),
     },
     auth=False,
     tag="operations",
@@ -42,7 +43,7 @@ def openapi():
 @required
 @doc(
     "Who the caller is, its limit and its usage",
-    ok={200: ("The caller.", schemas.CallerSchema, [])},
+    ok={200: ("The caller.", shapes.CallerSchema, [])},
     tag="operations",
 )
 def me():

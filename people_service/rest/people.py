@@ -11,11 +11,12 @@ from .. import idempotency, schemas, service
 from ..web import get_store
 from ..web.caller import current_caller, required
 from ..web.jsonio import PATCH_TYPES, dump_json, empty_response, json_body, json_response
+from . import shapes
 from .openapi import doc
 
 bp = Blueprint("people", __name__)
 
-PERSON = ("The person.", schemas.PersonOutSchema, ["ETag"])
+PERSON = ("The person.", shapes.PersonOutSchema, ["ETag"])
 NO_CONTENT = {204: ("Done.", None, [])}
 
 
@@ -52,7 +53,7 @@ def _page_link(limit: int, offset: int, name: str | None) -> str:
 @doc(
     "List people (id and name), ordered by id",
     query=schemas.PeopleQuerySchema,
-    ok={200: ("A page of people.", schemas.PersonEntrySchema(many=True), ["X-Total-Count"])},
+    ok={200: ("A page of people.", shapes.PersonEntrySchema(many=True), ["X-Total-Count"])},
 )
 def list_people():
     args = request.args
@@ -90,7 +91,7 @@ def get_person(person_id):
     body={"oneOf": [schemas.PersonSchema, schemas.PersonUpdateSchema]},
     headers=["Idempotency-Key", "If-Match"],
     ok={
-        201: ("Created.", schemas.PersonOutSchema, ["ETag", "Location"]),
+        201: ("Created.", shapes.PersonOutSchema, ["ETag", "Location"]),
         200: ("Updated (the body named an existing id), or a replay.", *PERSON[1:]),
     },
     errors=[404, 409],

@@ -9,6 +9,7 @@ from ..errors import Unauthorized
 from ..web import services
 from ..web.caller import challenge
 from ..web.jsonio import json_body, json_response
+from . import shapes
 from .openapi import doc
 
 bp = Blueprint("tokens", __name__)
@@ -21,7 +22,7 @@ FORM = "application/x-www-form-urlencoded"
     "Exchange a username and password for a bearer token",
     body=schemas.TokenRequestSchema,
     body_types=("application/json", FORM),
-    ok={200: ("A token to send as 'Authorization: Bearer <token>'.", schemas.TokenSchema, [])},
+    ok={200: ("A token to send as 'Authorization: Bearer <token>'.", shapes.TokenSchema, [])},
     errors=[401],
     auth=False,
     tag="auth",

@@ -19,7 +19,12 @@ def is_url(database: str) -> bool:
 def open_store(database: str, **options) -> Store:
     """The store for DATABASE: a PostgreSQL URL, or else the path of a SQLite file."""
     if is_url(database):
-        from .postgres import PostgresStore  # psycopg is only needed for PostgreSQL
+        try:
+            from .postgres import PostgresStore  # psycopg is only needed for PostgreSQL
+        except ModuleNotFoundError:
+            raise RuntimeError(
+                "PostgreSQL support is not installed: pip install -e '.[postgres]'"
+            ) from None
 
         return PostgresStore(str(database), **options)
     return SQLiteStore(str(database))

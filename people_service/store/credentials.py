@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..errors import Conflict
 from .common import now_iso, translated
-from .schema import KEY_COLUMNS
+from .schema import KEY_COLUMNS, USER_COLUMNS
 
 
 class CredentialStore:
@@ -44,16 +44,37 @@ class CredentialStore:
     def list_keys(self) -> list[dict]:
         return self._execute(f"SELECT {KEY_COLUMNS} FROM api_keys ORDER BY id").fetchall()
 
-    @translated
-    def revoke_key(self, name: str) -> bool:
-        """Revoke a key; servers on this database notice at their next request."""
-        cursor = self._execute(
-            "UPDATE api_keys SET revoked_at = ? WHERE name = ? AND revoked_at IS NULL",
-            (now_iso(), name),
-        )
+    def _changed(self, cursor) -> bool:
+        """Whether a statement changed a credential; if so, servers drop their cached callers."""
         if cursor.rowcount:
             self._credentials_changed()
         return cursor.rowcount > 0
+
+    @translated
+    def revoke_key(self, name: str) -> bool:
+        """Revoke a key; servers on this database notice at their next request."""
+        return self._changed(
+            self._execute(
+                "UPDATE api_keys SET revoked_at = ? WHERE name = ? AND revoked_at IS NULL",
+                (now_iso(), name),
+            )
+        )
+
+    @translated
+    def rotate_key(self, name: str, prefix: str, key_hash: str) -> bool:
+        """Give an active key a new secret; its name, scopes, limit and usage stay."""
+        return self._changed(
+            self._execute(
+                "UPDATE api_keys SET prefix = ?, key_hash = ?"
+                " WHERE name = ? AND revoked_at IS NULL",
+                (prefix, key_hash, name),
+            )
+        )
+
+    @translated
+    def delete_key(self, name: str) -> bool:
+        """Forget a key (revoked or not); its messages stay, with its name as their sender."""
+        return self._changed(self._execute("DELETE FROM api_keys WHERE name = ?", (name,)))
 
     def _credentials_changed(self) -> None:
         """Tell every server that cached callers may be stale."""
@@ -102,7 +123,40 @@ class CredentialStore:
 
     @translated
     def user_by_name(self, username: str) -> dict | None:
+        """A user with its password hash, disabled time and token generation."""
         return self._execute(
-            "SELECT id, username, password_hash, scopes, rate_limit FROM users WHERE username = ?",
+            f"SELECT {USER_COLUMNS}, password_hash, token_generation FROM users WHERE username = ?",
             (username,),
         ).fetchone()
+
+    @translated
+    def list_users(self) -> list[dict]:
+        return self._execute(f"SELECT {USER_COLUMNS} FROM users ORDER BY id").fetchall()
+
+    @translated
+    def set_password(self, username: str, password_hash: str) -> bool:
+        """A new password; tokens issued before it stop working."""
+        return self._changed(
+            self._execute(
+                "UPDATE users SET password_hash = ?, token_generation = token_generation + 1"
+                " WHERE username = ?",
+                (password_hash, username),
+            )
+        )
+
+    @translated
+    def set_disabled(self, username: str, disabled: bool) -> bool:
+        """Disable a user (no logins; its tokens stop working at once) or enable it again."""
+        if disabled:
+            sql = (
+                "UPDATE users SET disabled_at = ?, token_generation = token_generation + 1"
+                " WHERE username = ? AND disabled_at IS NULL"
+            )
+            return self._changed(self._execute(sql, (now_iso(), username)))
+        sql = "UPDATE users SET disabled_at = NULL WHERE username = ? AND disabled_at IS NOT NULL"
+        return self._changed(self._execute(sql, (username,)))
+
+    @translated
+    def delete_user(self, username: str) -> bool:
+        """Forget a user; its tokens stop working at once."""
+        return self._changed(self._execute("DELETE FROM users WHERE username = ?", (username,)))

@@ -26,8 +26,13 @@ SCHEMA_V1_POSTGRES = (
     )
     + ";\nCREATE TABLE settings (name TEXT PRIMARY KEY, value TEXT NOT NULL)"
 )
+# Each entry upgrades the schema by one version, as the SQLite store's migrations do.
 MIGRATIONS = [
     lambda store: store._script(SCHEMA_V1_POSTGRES),
+    lambda store: store._script(
+        "ALTER TABLE users ADD COLUMN disabled_at TEXT;\n"
+        "ALTER TABLE users ADD COLUMN token_generation BIGINT NOT NULL DEFAULT 0"
+    ),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 IDENTITY_TABLES = ("people", "messages", "api_keys", "users")

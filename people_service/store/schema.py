@@ -4,6 +4,7 @@ from __future__ import annotations
 
 PERSON_COLUMNS = "id, name, age, email, street, city, country"
 MESSAGE_COLUMNS = "id, person_id, sender, content, created_at"
+USER_COLUMNS = "id, username, scopes, rate_limit, created_at, last_used, request_count, disabled_at"
 KEY_COLUMNS = (
     "id, name, prefix, scopes, rate_limit, created_at, last_used, request_count, revoked_at"
 )
@@ -17,7 +18,7 @@ TABLES = {
     "api_keys": "id, name, prefix, key_hash, scopes, rate_limit, created_at, last_used,"
     " request_count, revoked_at",
     "users": "id, username, password_hash, scopes, rate_limit, created_at, last_used,"
-    " request_count",
+    " request_count, disabled_at, token_generation",
 }
 
 # The first schema, for both backends; the names in braces are the types each spells its way.

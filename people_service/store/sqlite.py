@@ -18,7 +18,6 @@ from .base import Store
 from .common import translated
 from .schema import SCHEMA_V1
 
-# Each entry upgrades the schema by one version; PRAGMA user_version records how far a file is.
 SCHEMA_V1_SQLITE = SCHEMA_V1.format(
     identity="INTEGER PRIMARY KEY AUTOINCREMENT",  # AUTOINCREMENT: ids are never reused
     reference="INTEGER",
@@ -26,8 +25,20 @@ SCHEMA_V1_SQLITE = SCHEMA_V1.format(
     real="REAL",
     without_rowid=" WITHOUT ROWID",
 )
+
+
+def _v2_user_status(store) -> None:
+    """Users can be disabled, and a password change or a disable ends their tokens."""
+    users = store._db()["users"]
+    users.add_column("disabled_at", str)
+    users.add_column("token_generation", int, not_null_default=0)
+
+
+# Each entry upgrades the schema by one version, inside one transaction; sqlite-utils writes
+# the DDL of the later ones. PRAGMA user_version records how far a file is.
 MIGRATIONS = [
     lambda store: store._script(SCHEMA_V1_SQLITE),
+    _v2_user_status,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 FILE_CHECK_SECONDS = 1.0  # how long a read may trust that the database file is still there

@@ -11,7 +11,7 @@ from ..store import Store
 from ..usage import UsageTracker
 
 
-@dataclass
+@dataclass(eq=False)  # compared and hashed by identity: one per app
 class Services:
     """What the views of one app share, built once by create_app."""
 
@@ -27,6 +27,11 @@ class Services:
     # rendered once, on first use
     explorer: str | None = None
     openapi: dict | None = None
+
+    def close(self) -> None:
+        """Write pending usage counts and close the store's connections (idempotent)."""
+        self.usage.stop()
+        self.store.close()
 
 
 def services(app=None) -> Services:

@@ -10,9 +10,11 @@ import uuid
 
 from flask import g, has_request_context, request
 from flask.sessions import SessionInterface
+from werkzeug.middleware.proxy_fix import ProxyFix
 from werkzeug.wrappers import Response
 
 from ..errors import BadRequest, ServiceError
+from ..logs import escape
 from .caller import peek_caller
 
 access_log = logging.getLogger("people_service.access")
@@ -76,10 +78,11 @@ def finish_request(response: Response) -> Response:
             caller = _logged_caller()
         elapsed = (time.perf_counter() - state.get("started", time.perf_counter())) * 1000
         path = req.full_path.rstrip("?") if req.query_string else req.path
+        # the method and path are the client's text: a newline in them must not end the line
         access_log.info(
             f"{time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime())} {request_id} "
-            f"{caller.name if caller else '-'} {req.method} {path} {response.status_code} "
-            f"{elapsed:.1f}ms"
+            f"{caller.name if caller else '-'} {escape(req.method)} {escape(path)} "
+            f"{response.status_code} {elapsed:.1f}ms"
         )
     return response
 
@@ -114,8 +117,28 @@ class NoSessions(SessionInterface):
         pass
 
 
+class TrustedProxy:
+    """WSGI middleware: X-Forwarded-For and -Proto count only when the peer is a trusted proxy.
+
+    Then werkzeug's ProxyFix takes the last address the proxy appended as the client's. It runs
+    under any WSGI server; from anyone else the headers are ignored (they are never read).
+    """
+
+    def __init__(self, app, proxies: str):
+        self.app = app
+        self.proxies = {address.strip() for address in proxies.split(",") if address.strip()}
+        self.fixed = ProxyFix(app, x_for=1, x_proto=1)
+
+    def __call__(self, environ, start_response):
+        if environ.get("REMOTE_ADDR") in self.proxies:
+            return self.fixed(environ, start_response)
+        return self.app(environ, start_response)
+
+
 def init_app(app) -> None:
     app.session_interface = NoSessions()
     app.wsgi_app = MethodOverride(app.wsgi_app)
+    if app.config["TRUSTED_PROXY"]:
+        app.wsgi_app = TrustedProxy(app.wsgi_app, app.config["TRUSTED_PROXY"])
     app.before_request(start_request)
     app.after_request(finish_request)

@@ -1,0 +1,98 @@
+"""What every people-service command shares: the group, --db, opening the store, tables."""
+
+from __future__ import annotations
+
+import os
+import sys
+from importlib.metadata import PackageNotFoundError, version
+
+import click
+
+from .. import config
+from ..errors import ServiceError
+from ..store import Store, is_url, open_store
+
+
+class CommandError(click.ClickException):
+    """A problem to report on one line of stderr (exit status 1)."""
+
+
+def _version() -> str:
+    try:
+        return version("people-service")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+# -- the database a command works on --------------------------------------------------------
+
+
+def database_option(command):
+    return click.option(
+        "--db",
+        "database",
+        metavar="PATH",
+        help="SQLite file or postgresql:// URL (default: PEOPLE_SERVICE_DATABASE, "
+        "else data/people.db).",
+    )(command)
+
+
+def settings(database: str | None) -> dict:
+    """The effective settings, with --db over PEOPLE_SERVICE_DATABASE."""
+    return config.load({"DATABASE": database} if database else None)
+
+
+def opened(database: str | None, *, create: bool = True) -> Store:
+    """The store of --db, its schema created or upgraded. Without `create`, a SQLite file
+    that does not exist is an error: commands that only read never create a database."""
+    path = settings(database)["DATABASE"]
+    if not create and not is_url(path) and not os.path.exists(path):
+        raise CommandError(f"no database at {path} (people-service init-db --db {path} makes one)")
+    try:
+        store = open_store(path)
+        store.upgrade_schema()
+    except (ServiceError, RuntimeError) as exc:
+        raise CommandError(f"cannot open {_shown(path)}: {_detail(exc)}") from None
+    return store
+
+
+def _shown(path: str) -> str:
+    return path.split("@")[-1] if is_url(path) else path
+
+
+def _detail(exc: Exception) -> str:
+    return exc.detail if isinstance(exc, ServiceError) else str(exc)
+
+
+def table(columns: tuple, rows: list[tuple]) -> None:
+    """Print rows under their column names, aligned."""
+    widths = [max(len(str(row[i])) for row in [columns, *rows]) for i in range(len(columns))]
+    for row in [columns, *rows]:
+        cells = (str(cell).ljust(width) for cell, width in zip(row, widths, strict=True))
+        click.echo("  ".join(cells).rstrip())
+
+
+def read_password(password_stdin: bool) -> str:
+    """A password from one line of stdin, or typed twice at a hidden prompt."""
+    if password_stdin:
+        line = sys.stdin.readline()
+        if not line.strip("\r\n"):
+            raise CommandError("no password on stdin (send it as one line)")
+        return line.rstrip("\r\n")
+    if not sys.stdin.isatty():
+        raise CommandError("stdin is not a terminal: pipe the password with --password-stdin")
+    try:
+        return click.prompt("Password", hide_input=True, confirmation_prompt=True)
+    except click.Abort:
+        raise CommandError("no password given") from None
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(_version(), "--version", prog_name="people-service")
+def cli():
+    """People, friendships and messages over REST and GraphQL."""
+
+
+SCOPES_HELP = "Comma list of read, write, admin."
+LIMIT_HELP = 'Its own rate limit, e.g. "100/minute" (default: PEOPLE_SERVICE_RATE_LIMIT).'
+PASSWORD_STDIN_HELP = "Read the password from one line of stdin instead of a prompt."

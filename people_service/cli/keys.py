@@ -1,0 +1,75 @@
+"""`people-service keys`: create, list, revoke, rotate and delete API keys."""
+
+from __future__ import annotations
+
+import click
+
+from .. import credentials
+from .base import LIMIT_HELP, SCOPES_HELP, cli, database_option, opened, settings, table
+
+
+@cli.group()
+def keys():
+    """API keys: create, list, revoke, rotate, delete."""
+
+
+@keys.command("create")
+@database_option
+@click.option("--name", required=True, help="A unique name (letters, digits, . _ @ -).")
+@click.option("--scopes", default="read,write", show_default=True, help=SCOPES_HELP)
+@click.option("--rate-limit", help=LIMIT_HELP)
+def keys_create(database, name, scopes, rate_limit):
+    """Create a key; it is printed once, alone on the last line (only its hash is kept)."""
+    key = credentials.create_key(opened(database), name, scopes, rate_limit)
+    click.echo(f"created API key '{name}' ({scopes}); shown once, only its hash is kept:")
+    click.echo(key)
+
+
+@keys.command("list")
+@database_option
+def keys_list(database):
+    """List keys with scopes, limits and usage (at most USAGE_FLUSH_SECONDS behind)."""
+    default = settings(database)["RATE_LIMIT"]
+    rows = [
+        (
+            key["name"],
+            key["prefix"] + "…",
+            key["scopes"].replace(" ", ","),
+            key["rate_limit"] or f"{default} (default)",
+            key["created_at"],
+            key["last_used"] or "-",
+            str(key["request_count"]),
+            key["revoked_at"] or "-",
+        )
+        for key in credentials.list_keys(opened(database, create=False))
+    ]
+    columns = ("name", "prefix", "scopes", "rate limit", "created", "last used", "requests")
+    table((*columns, "revoked"), rows)
+
+
+@keys.command("revoke")
+@database_option
+@click.argument("name")
+def keys_revoke(database, name):
+    """Refuse the key NAME from now on (every server notices at once)."""
+    credentials.revoke_key(opened(database), name)
+    click.echo(f"revoked API key '{name}'; it is refused from now on")
+
+
+@keys.command("rotate")
+@database_option
+@click.argument("name")
+def keys_rotate(database, name):
+    """Give the key NAME a new secret (printed once); its name, limits and usage stay."""
+    key = credentials.rotate_key(opened(database), name)
+    click.echo(f"rotated API key '{name}'; the old secret is refused from now on:")
+    click.echo(key)
+
+
+@keys.command("delete")
+@database_option
+@click.argument("name")
+def keys_delete(database, name):
+    """Forget the key NAME (revoked or not); it is refused from now on."""
+    credentials.delete_key(opened(database), name)
+    click.echo(f"deleted API key '{name}'")

@@ -1,0 +1,73 @@
+"""The shapes of REST answers, for the OpenAPI document (the service builds the answers)."""
+
+from __future__ import annotations
+
+from marshmallow import Schema, fields, validate
+
+
+class AddressOutSchema(Schema):
+    street = fields.String(required=True, allow_none=True)
+    city = fields.String(required=True, allow_none=True)
+    country = fields.String(required=True, allow_none=True)
+
+
+class PersonOutSchema(Schema):
+    """A person as the details endpoint returns it: every key present, unknown values null."""
+
+    id = fields.String(required=True, metadata={"example": "17"})
+    name = fields.String(required=True)
+    age = fields.Integer(required=True, allow_none=True)
+    email = fields.String(required=True, allow_none=True)
+    address = fields.Nested(AddressOutSchema, required=True)
+
+
+class PersonEntrySchema(Schema):
+    """An entry of GET /people."""
+
+    id = fields.String(required=True, metadata={"example": "17"})
+    name = fields.String(required=True)
+
+
+class MessageOutSchema(Schema):
+    id = fields.String(required=True)
+    person_id = fields.String(required=True)
+    content = fields.String(required=True)
+    sender = fields.String(required=True)
+    created_at = fields.String(
+        required=True, metadata={"format": "date-time", "example": "2026-11-22T03:44:24.123Z"}
+    )
+
+
+class TokenSchema(Schema):
+    access_token = fields.String(required=True)
+    token_type = fields.String(required=True, metadata={"example": "Bearer"})
+    expires_in = fields.Integer(required=True, metadata={"example": 3600})
+
+
+class CallerSchema(Schema):
+    kind = fields.String(required=True, validate=validate.OneOf(["api_key", "user"]))
+    name = fields.String(required=True)
+    scopes = fields.List(fields.String(), required=True)
+    rate_limit = fields.String(required=True)
+    request_count = fields.Integer(required=True)
+    last_used = fields.String(required=True, allow_none=True)
+
+
+class HealthSchema(Schema):
+    status = fields.String(required=True, validate=validate.OneOf(["ok", "unavailable"]))
+    database = fields.String(
+        required=True,
+        validate=validate.OneOf(["ok", "missing", "read-only", "unreadable", "unreachable"]),
+    )
+
+
+class ProblemSchema(Schema):
+    """RFC 9457 problem details, the body of every REST error."""
+
+    type = fields.String(required=True)
+    title = fields.String(required=True)
+    status = fields.Integer(required=True)
+    detail = fields.String(required=True)
+    errors = fields.Dict(
+        metadata={"description": "Field messages, nested the way the body nests fields."}
+    )
