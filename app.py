@@ -4,7 +4,7 @@ import sys
 
 from people_service import ConfigError, create_app
 from people_service.cli import main
-from people_service.server import bootstrap
+from people_service.server import bootstrap, exit_cleanly_on_sigterm
 
 if __name__ == "__main__":
     sys.exit(main(["serve", *sys.argv[1:]]))
@@ -15,3 +15,4 @@ except ConfigError as exc:
     print(f"people-service: configuration error: {exc}", file=sys.stderr)
     sys.exit(2)
 bootstrap(app)
+exit_cleanly_on_sigterm()

@@ -92,7 +92,8 @@ def check(config: dict) -> None:
         )
     if str(config["LOG_LEVEL"]).upper() not in LOG_LEVELS:
         raise ConfigError(f"{PREFIX}LOG_LEVEL must be one of {', '.join(LOG_LEVELS)}")
-    for name in ("TOKEN_TTL", "GRAPHQL_MAX_DEPTH", "GRAPHQL_MAX_COST", "MAX_BODY_BYTES"):
+    numbers = ("TOKEN_TTL", "GRAPHQL_MAX_DEPTH", "GRAPHQL_MAX_COST", "MAX_BODY_BYTES")
+    for name in (*numbers, "USAGE_FLUSH_SECONDS"):
         if not isinstance(config[name], int) or config[name] < 1:
             raise ConfigError(f"{PREFIX}{name} must be a positive integer")
     storage = str(config["RATE_LIMIT_STORAGE"])

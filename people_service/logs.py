@@ -27,7 +27,8 @@ def escape(text: str) -> str:
 
 def _escaped(match: re.Match) -> str:
     char = match.group()
-    return {"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(char) or f"\\x{ord(char):02x}"
+    named = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(char)
+    return named or (f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\u{ord(char):04x}")
 
 
 class OneLineFormatter(logging.Formatter):
@@ -124,7 +125,6 @@ def install(stream=None, level: int = logging.INFO) -> None:
         os.register_at_fork(after_in_child=lambda: _start(producer, output))
         package = logging.getLogger("people_service")
         package.addHandler(producer)
-        package.propagate = False
         if package.level == logging.NOTSET:
             package.setLevel(level)
         _installed = producer

@@ -167,3 +167,12 @@ def serve_workers(
 
     Workers().run()
     return 0
+
+
+def exit_cleanly_on_sigterm() -> None:
+    """For servers that leave SIGTERM alone (waitress-serve): make it a normal exit, so the
+    atexit handlers run and pending usage counts are written. Servers with a handler of their
+    own (gunicorn, people-service serve) keep it."""
+    in_main = threading.current_thread() is threading.main_thread()
+    if in_main and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))

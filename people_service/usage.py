@@ -41,6 +41,7 @@ class UsageTracker:
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
             self.flush()
+            self.store.release()  # no connection is held between flushes
 
     def flush(self) -> None:
         """Write the pending counts; on failure they are kept for the next flush."""

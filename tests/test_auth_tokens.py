@@ -253,3 +253,16 @@ def test_handshake_is_throttled_per_address_and_username(tmp_path):
         assert login(server, "someone-else").status_code == 401  # another username's own budget
     finally:
         server.stop()
+
+
+def test_a_signed_token_whose_subject_is_a_lone_surrogate_is_401(tmp_path):
+    app = make_app(tmp_path)
+    try:
+        now = int(time.time())
+        claims = {"sub": "\ud800", "scope": "read", "iat": now, "exp": now + 60}
+        token = jwt.encode({**claims, "iss": "people-service"}, SECRET, algorithm="HS256")
+        response = app.test_client().get("/me", headers={"Authorization": f"Bearer {token}"})
+        assert response.status_code == 401
+        assert response.headers["Content-Type"] == "application/problem+json"
+    finally:
+        close_app(app)

@@ -147,3 +147,36 @@ def test_service_import_keeps_ids_and_friendships(db):
 def test_update_of_a_missing_person_is_not_found(db):
     with pytest.raises(NotFound):
         db.update_person(3, person("Ghost"))
+
+
+def test_connections_stay_bounded_under_a_thread_per_request_server(app, headers):
+    """werkzeug's threaded server runs every request on a new thread: the store must not keep
+    a connection per thread it ever saw."""
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
+    import requests
+    from werkzeug.serving import make_server
+
+    from people_service.web import services
+
+    store = services(app).store
+    fds_before = len(os.listdir("/proc/self/fd"))
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{server.port}/people?limit=1"
+    try:
+        with ThreadPoolExecutor(8) as pool:
+            statuses = list(
+                pool.map(lambda _: requests.get(url, headers=headers).status_code, range(300))
+            )
+    finally:
+        server.shutdown()
+        thread.join(10)
+    assert statuses == [200] * 300
+    if hasattr(store, "open_connections"):  # SQLite: a pool of idle ones, plus those in use
+        assert store.open_connections() <= store.POOL_SIZE + 8
+    else:  # PostgreSQL: psycopg's pool
+        assert store.pool.get_stats()["pool_size"] <= store.pool.max_size
+    assert len(os.listdir("/proc/self/fd")) - fds_before < 2 * (16 + 8) + 10

@@ -76,6 +76,9 @@ class StoreBase:
         """One write transaction; nested uses join the outer one."""
         raise NotImplementedError
 
+    def release(self) -> None:
+        """The calling thread is done for now (a request ended): give back its connection."""
+
     def _in_ids(self, column: str) -> str:
         """`column` is one of a list of ids given as a single parameter."""
         raise NotImplementedError

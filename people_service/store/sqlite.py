@@ -9,6 +9,7 @@ import secrets
 import sqlite3
 import threading
 import time
+import weakref
 from contextlib import contextmanager
 
 import sqlite_utils
@@ -63,6 +64,15 @@ def translate(error: sqlite3.Error) -> ServiceError:
     return ServiceError()
 
 
+class _Handle:
+    """A connection with what is known of the file it was opened on."""
+
+    __slots__ = ("db", "file_id", "checked", "__weakref__")
+
+    def __init__(self, db: sqlite_utils.Database, file_id: tuple[int, int], checked: float):
+        self.db, self.file_id, self.checked = db, file_id, checked
+
+
 class SQLiteStore(Store):
     """The store in one SQLite file: the embedded default.
 
@@ -83,15 +93,23 @@ class SQLiteStore(Store):
     def _ids(self, ids: list[int]) -> str:
         return json.dumps(ids)
 
+    POOL_SIZE = 16  # idle connections kept for the next requests; more are closed
+
     def __init__(self, path: str, *, busy_timeout: float = 5.0):
         self.path = str(path)
         self.busy_timeout = busy_timeout
         self._local = threading.local()
         self._lock = threading.Lock()
-        self._connections: list[sqlite3.Connection] = []
+        self._idle: list[_Handle] = []  # released connections, newest last
+        self._handles: weakref.WeakSet[_Handle] = weakref.WeakSet()  # every open one
         self._epoch_map: mmap.mmap | None = None
+        self._epoch_identity: tuple[int, int] | None = None
 
     # -- connections and transactions ---------------------------------------------------
+    # A thread takes a connection when it first needs one and keeps it until release(), which
+    # the web layer calls when a request ends: the connection goes back to a small pool of
+    # idle ones. So a server that runs each request on a new thread holds as many
+    # connections as requests run at once, never one per thread it ever started.
 
     def _db(self, verify: bool = False) -> sqlite_utils.Database:
         """This thread's connection, reopened if the file was deleted or replaced (a restore).
@@ -100,21 +118,52 @@ class SQLiteStore(Store):
         write transaction always checks (verify); reads check at most every second.
         """
         local = self._local
-        db = getattr(local, "db", None)
-        if db is not None and not local.depth:
+        handle = getattr(local, "handle", None)
+        if handle is None:
+            handle = local.handle = self._checkout()
+            local.depth = 0
+        elif not local.depth:
             now = time.monotonic()
-            if verify or now - local.checked >= FILE_CHECK_SECONDS:
-                local.checked = now
-                if self._file_id() != local.file_id:
-                    local.db = None
-                    self._forget(db.conn)
-                    db = None
-        if db is None:
-            file_id = self._file_id()
-            db = sqlite_utils.Database(self._connect())
-            local.db, local.depth, local.file_id = db, 0, file_id
-            local.checked = time.monotonic()
-        return db
+            if verify or now - handle.checked >= FILE_CHECK_SECONDS:
+                handle.checked = now
+                if self._file_id() != handle.file_id:
+                    self._discard(handle)
+                    handle = local.handle = self._checkout()
+        return handle.db
+
+    def _checkout(self) -> _Handle:
+        with self._lock:
+            handle = self._idle.pop() if self._idle else None
+        if handle is not None:
+            if time.monotonic() - handle.checked < FILE_CHECK_SECONDS:
+                return handle
+            handle.checked = time.monotonic()
+            if self._file_id() == handle.file_id:
+                return handle
+            self._discard(handle)
+        file_id = self._file_id()
+        handle = _Handle(sqlite_utils.Database(self._connect()), file_id, time.monotonic())
+        with self._lock:
+            self._handles.add(handle)
+        return handle
+
+    def release(self) -> None:
+        """Give this thread's connection back to the pool (outside a transaction only)."""
+        local = self._local
+        handle = getattr(local, "handle", None)
+        if handle is None or getattr(local, "depth", 0):
+            return
+        local.handle = None
+        with self._lock:
+            if len(self._idle) < self.POOL_SIZE:
+                self._idle.append(handle)
+                return
+        self._discard(handle)
+
+    def open_connections(self) -> int:
+        """How many connections this store holds open (in use or idle)."""
+        with self._lock:
+            return len(self._handles)
 
     def _file_id(self) -> tuple[int, int]:
         try:
@@ -124,12 +173,11 @@ class SQLiteStore(Store):
             raise missing from None
         return stat.st_dev, stat.st_ino
 
-    def _forget(self, conn: sqlite3.Connection) -> None:
+    def _discard(self, handle: _Handle) -> None:
         with self._lock:
-            if conn in self._connections:
-                self._connections.remove(conn)
+            self._handles.discard(handle)
         try:
-            conn.close()
+            handle.db.conn.close()
         except sqlite3.Error:
             pass
 
@@ -141,14 +189,12 @@ class SQLiteStore(Store):
             uri=True,
             timeout=self.busy_timeout,
             isolation_level=None,  # we issue BEGIN IMMEDIATE / COMMIT ourselves
-            check_same_thread=False,  # only close() crosses threads
+            check_same_thread=False,  # connections move between threads through the pool
         )
         conn.execute("PRAGMA foreign_keys = ON")
         conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
         # WAL + NORMAL survives a crash of the process; FULL also survives power loss
         conn.execute("PRAGMA synchronous = FULL")
-        with self._lock:
-            self._connections.append(conn)
         return conn
 
     def _execute(self, sql: str, params=()):
@@ -180,7 +226,7 @@ class SQLiteStore(Store):
 
         Inside a transaction that was checked when it began."""
         if getattr(self._local, "depth", 0):
-            return self._local.db
+            return self._local.handle.db
         db = self._db(verify=True)
         if not os.access(self.path, os.W_OK):
             # open connections could still write through their descriptors; the operator said no
@@ -223,10 +269,11 @@ class SQLiteStore(Store):
     def close(self) -> None:
         """Close every connection this store opened."""
         with self._lock:
-            connections, self._connections = self._connections, []
-        for conn in connections:
+            handles, self._idle = list(self._handles), []
+            self._handles = weakref.WeakSet()
+        for handle in handles:
             try:
-                conn.close()
+                handle.db.conn.close()
             except sqlite3.Error:
                 pass
         self._local = threading.local()
@@ -270,7 +317,9 @@ class SQLiteStore(Store):
     # -- the credentials epoch ------------------------------------------------------------------
     # Servers cache the callers of valid keys and tokens. A revocation, often made by the CLI in
     # another process, rewrites the 8 bytes of <database>.epoch; each server maps that file into
-    # memory and compares the bytes on every request: immediate, and without a system call.
+    # memory and compares the bytes on every request. One stat() per request checks that the
+    # mapped file is still the one at that path: a file replaced or deleted (a restore, a
+    # cleanup) is mapped afresh, so no revocation written into the new one is missed.
 
     @property
     def _epoch_path(self) -> str:
@@ -279,20 +328,36 @@ class SQLiteStore(Store):
     def credentials_epoch(self) -> bytes | None:
         """Bytes that change whenever a credential is revoked; None if they cannot be read
         (then nothing may be cached)."""
+        try:
+            stat = os.stat(self._epoch_path)
+            identity = (stat.st_dev, stat.st_ino)
+        except OSError:
+            identity = None  # gone: made again below, or nothing is cached
         mapping = self._epoch_map
-        if mapping is None:
+        if mapping is None or identity != self._epoch_identity:
             try:
-                with self._lock:
-                    fd = os.open(self._epoch_path, os.O_RDWR | os.O_CREAT, 0o600)
-                    try:
-                        if os.fstat(fd).st_size < 8:
-                            os.pwrite(fd, os.urandom(8), 0)
-                        mapping = self._epoch_map = mmap.mmap(fd, 8, access=mmap.ACCESS_READ)
-                    finally:
-                        os.close(fd)
+                mapping = self._map_epoch()
             except (OSError, ValueError):
                 return None
-        return mapping[:8]
+        try:
+            return mapping[:8]
+        except ValueError:  # closed by close(): the store is shutting down
+            return None
+
+    def _map_epoch(self) -> mmap.mmap:
+        with self._lock:
+            fd = os.open(self._epoch_path, os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                stat = os.fstat(fd)
+                if stat.st_size < 8:
+                    os.pwrite(fd, os.urandom(8), 0)
+                mapping = mmap.mmap(fd, 8, access=mmap.ACCESS_READ)
+            finally:
+                os.close(fd)
+            # the old mapping is not closed: a reader may hold it; it goes when unreferenced
+            self._epoch_map = mapping
+            self._epoch_identity = (stat.st_dev, stat.st_ino)
+        return mapping
 
     def _credentials_changed(self) -> None:
         fd = os.open(self._epoch_path, os.O_RDWR | os.O_CREAT, 0o600)

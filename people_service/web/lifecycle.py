@@ -15,6 +15,7 @@ from werkzeug.wrappers import Response
 
 from ..errors import BadRequest, ServiceError
 from ..logs import escape
+from . import services
 from .caller import peek_caller
 
 access_log = logging.getLogger("people_service.access")
@@ -135,8 +136,14 @@ class TrustedProxy:
         return self.app(environ, start_response)
 
 
+def release_connection(error=None) -> None:
+    """A request ended: its database connection goes back to the store's pool."""
+    services().store.release()
+
+
 def init_app(app) -> None:
     app.session_interface = NoSessions()
+    app.teardown_request(release_connection)
     app.wsgi_app = MethodOverride(app.wsgi_app)
     if app.config["TRUSTED_PROXY"]:
         app.wsgi_app = TrustedProxy(app.wsgi_app, app.config["TRUSTED_PROXY"])

@@ -1,0 +1,66 @@
+"""Logging: one line per record whatever a client sent, a bounded queue, any WSGI server."""
+
+from __future__ import annotations
+
+import io
+import logging
+import queue
+import sys
+import time
+
+from people_service import logs
+
+
+def test_escape_turns_control_characters_into_visible_text():
+    assert logs.escape("plain /people?name=ada") == "plain /people?name=ada"
+    escaped = logs.escape("a\nb\rc\td\x1b[31m\x00\u2028\x85")
+    assert escaped == "a\\nb\\rc\\td\\x1b[31m\\x00\\u2028\\x85"
+
+
+def test_a_record_is_one_line_and_a_traceback_is_indented():
+    formatter = logs.OneLineFormatter("%(levelname)s %(message)s")
+    try:
+        raise ValueError("bad\n2026-11-23T00:00:00 forged line")
+    except ValueError:
+        record = logging.getLogger("t").makeRecord(
+            "t", logging.ERROR, __file__, 1, "got %s", ("x\ny",), exc_info=sys.exc_info()
+        )
+    lines = formatter.format(record).splitlines()
+    assert lines[0] == "ERROR got x\\ny"
+    assert all(line.startswith("    ") for line in lines[1:])
+    assert any("forged line" in line for line in lines[1:])
+
+
+def test_a_full_queue_drops_lines_counts_them_and_never_blocks():
+    producer = logs.DroppingQueueHandler(queue.Queue(2))
+    log = logging.getLogger("people_service.test_full_queue")
+    log.addHandler(producer)
+    log.propagate = False
+    try:
+        started = time.monotonic()
+        for number in range(5):
+            log.warning("line %d", number)
+        assert time.monotonic() - started < 1  # nothing waited for the stalled output
+        assert producer.dropped == 3
+        stream = io.StringIO()
+        output = logging.StreamHandler(stream)
+        output.setFormatter(logging.Formatter("%(message)s"))
+        listener = logs.ReportingListener(producer.queue, output, producer)
+        listener.start()
+        listener.stop()
+    finally:
+        log.removeHandler(producer)
+    written = stream.getvalue().splitlines()
+    assert written == ["3 log lines were dropped: stderr did not keep up", "line 0", "line 1"]
+
+
+def test_a_newline_in_the_path_cannot_forge_an_access_line(live):
+    forged = "2026-11-23T00:00:00 0000 admin DELETE /person/1 204 1.0ms"
+    path = "/x%0A" + forged.replace(" ", "%20")
+    assert live.request("GET", path).status_code == 404
+    # the access line is written by a thread: wait for it
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and not any("/x\\n2026" in line for line in live.stderr):
+        time.sleep(0.05)
+    assert any("GET /x\\n2026-11-23T00:00:00" in line for line in live.stderr)
+    assert not any(line.startswith(forged[:19]) for line in live.stderr)
