@@ -1,0 +1,257 @@
+"""Rate-limit counters in a SQLite file shared by processes: the storage, the choice, the server."""
+
+from __future__ import annotations
+
+import multiprocessing
+import sqlite3
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import flask
+import pytest
+from flask_limiter import Limiter
+from limits import parse
+from limits.storage import storage_from_string
+from limits.strategies import STRATEGIES
+
+from people_service.store import counters
+from people_service.store.counters import SQLiteCounters, default_uri
+
+# What the WSGI server says in wsgi.multiprocess. werkzeug's EnvironBuilder writes that key
+# from its `multiprocess` argument, over anything given in environ_base.
+MULTIPROCESS = {"multiprocess": True}
+SINGLE = {"multiprocess": False}
+
+
+OPENED: list[SQLiteCounters] = []
+
+
+def storage_at(path) -> SQLiteCounters:
+    storage = storage_from_string(f"sqlite://{path}")
+    OPENED.append(storage)
+    return storage
+
+
+@pytest.fixture(autouse=True)
+def close_storages():
+    yield
+    while OPENED:
+        OPENED.pop().close()
+
+
+def rows(path, table="counters") -> int:
+    with sqlite3.connect(path) as conn:
+        return conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+
+
+# -- the storage ----------------------------------------------------------------------------
+
+
+def test_limits_and_flask_limiter_build_the_storage_from_its_uri(tmp_path):
+    storage = storage_at(tmp_path / "counters.db")
+    assert type(storage) is SQLiteCounters
+    assert storage.path == str(tmp_path / "counters.db")
+    assert not SQLiteCounters.__abstractmethods__  # fails loudly if limits adds a method
+    for name, strategy in STRATEGIES.items():
+        assert isinstance(strategy(storage), strategy), name  # each strategy accepts it
+    limiter = Limiter(lambda: "k", storage_uri=f"sqlite://{tmp_path}/f.db", strategy="fixed-window")
+    limiter.init_app(flask.Flask(__name__))
+    assert type(limiter.storage) is SQLiteCounters
+    OPENED.append(limiter.storage)
+
+
+def test_a_relative_path_is_relative_to_the_working_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert storage_from_string("sqlite://sub.db").path == str(tmp_path / "sub.db")
+
+
+@pytest.mark.parametrize("uri", ["sqlite://", "sqlite://:memory:", "sqlite://a\0b"])
+def test_a_uri_without_a_usable_file_is_refused(uri):
+    with pytest.raises(Exception, match="needs the path of a file"):
+        storage_from_string(uri)
+
+
+def _hammer(uri, strategy_name, limit, key, threads, hits, start, results):
+    """One process: `threads` threads hitting one limit `hits` times each, all at once."""
+    try:
+        strategy = STRATEGIES[strategy_name](storage_from_string(uri))
+        item = parse(limit)
+        together = threading.Barrier(threads)
+
+        def hit(_):
+            together.wait(30)
+            return sum(strategy.hit(item, "test", key) for _ in range(hits))
+
+        start.wait(60)  # every process is ready: they begin together
+        with ThreadPoolExecutor(threads) as pool:
+            results.put(sum(pool.map(hit, range(threads))))
+    except Exception as exc:  # the parent reports it, instead of waiting for a result
+        results.put(repr(exc))
+
+
+@pytest.mark.parametrize("strategy", ["sliding-window-counter", "moving-window", "fixed-window"])
+def test_processes_and_threads_in_parallel_get_exactly_the_limit(tmp_path, strategy):
+    uri = f"sqlite://{tmp_path}/counters.db"
+    storage_at(tmp_path / "counters.db").close()  # the file exists before the race
+    context = multiprocessing.get_context("spawn")  # fork copies threads and locks: not here
+    processes = 3
+    start, results = context.Barrier(processes), context.Queue()
+    workers = [
+        context.Process(
+            target=_hammer, args=(uri, strategy, "50/day", "one", 4, 20, start, results)
+        )
+        for _ in range(processes)
+    ]
+    for worker in workers:
+        worker.start()
+    accepted = [results.get(timeout=120) for _ in workers]
+    for worker in workers:
+        worker.join(30)
+        assert worker.exitcode == 0
+    assert all(isinstance(n, int) for n in accepted), accepted
+    assert sum(accepted) == 50  # of 240 hits in 3 processes x 4 threads
+    if strategy != "fixed-window":  # fixed-window charges refused hits, by design of limits
+        window = STRATEGIES[strategy](storage_at(tmp_path / "counters.db"))
+        assert window.get_window_stats(parse("50/day"), "test", "one")[1] == 0
+
+
+def wait_until(moment: float) -> None:
+    assert moment - time.time() < 5  # a bounded wait
+    time.sleep(max(0.0, moment - time.time()))
+
+
+def test_sliding_window_refusals_cost_nothing_and_the_window_expires(tmp_path):
+    storage = storage_at(tmp_path / "c.db")
+    strategy = STRATEGIES["sliding-window-counter"](storage)
+    item = parse("3/second")
+    wait_until(int(time.time()) + 1.02)  # at the start of a window: no edge inside the test
+    assert [strategy.hit(item, "k") for _ in range(5)] == [True, True, True, False, False]
+    assert not strategy.hit(item, "k", cost=2)
+    previous, _, current, _ = storage.get_sliding_window(item.key_for("k"), 1)
+    assert (previous, current) == (0, 3)  # the refused hits were not added
+    wait_until(int(time.time()) + 2.02)  # two windows on: nothing counts any more
+    assert [strategy.hit(item, "k") for _ in range(4)] == [True, True, True, False]
+
+
+def test_a_cost_above_the_limit_is_refused_and_leaves_room(tmp_path):
+    strategy = STRATEGIES["sliding-window-counter"](storage_at(tmp_path / "c.db"))
+    item = parse("5/day")
+    assert not strategy.hit(item, "k", cost=6)
+    assert strategy.hit(item, "k", cost=4)
+    assert not strategy.hit(item, "k", cost=2)
+    assert strategy.get_window_stats(item, "k")[1] == 1
+    assert strategy.hit(item, "k")
+
+
+def test_moving_window_refusals_cost_nothing_and_entries_expire(tmp_path):
+    storage = storage_at(tmp_path / "c.db")
+    strategy = STRATEGIES["moving-window"](storage)
+    item = parse("3/second")
+    assert [strategy.hit(item, "k") for _ in range(5)] == [True, True, True, False, False]
+    start, used = storage.get_moving_window(item.key_for("k"), 3, 1)
+    assert used == 3 and time.time() - 1 <= start <= time.time()
+    wait_until(start + 1.05)
+    assert [strategy.hit(item, "k", cost=2) for _ in range(2)] == [True, False]
+
+
+def test_fixed_window_counts_and_starts_afresh_after_its_expiry(tmp_path):
+    storage = storage_at(tmp_path / "c.db")
+    assert [storage.incr("k", 1) for _ in range(3)] == [1, 2, 3]
+    assert storage.incr("k", 1, amount=5) == 8
+    assert storage.get("k") == 8
+    expires = storage.get_expiry("k")
+    assert time.time() < expires <= time.time() + 1
+    wait_until(expires + 0.02)
+    assert storage.get("k") == 0
+    assert storage.incr("k", 1) == 1
+
+
+def test_expired_counters_are_purged_so_the_file_stays_bounded(tmp_path):
+    path = tmp_path / "c.db"
+    storage = storage_at(path)
+    storage.PURGE_EVERY = 10
+    item = parse("100/second")
+    strategy = STRATEGIES["sliding-window-counter"](storage)
+    moving = STRATEGIES["moving-window"](storage)
+    for n in range(200):
+        strategy.hit(item, f"key{n}")
+        moving.hit(item, f"key{n}")
+    assert rows(path) > 100 and rows(path, "entries") > 100
+    wait_until(time.time() + 2.1)  # a window counter lives two windows
+    for _ in range(20):
+        storage.incr("live", 60)
+    assert rows(path) == 1 and rows(path, "entries") == 0
+
+
+def test_clear_and_reset_remove_counters(tmp_path):
+    storage = storage_at(tmp_path / "c.db")
+    strategy = STRATEGIES["sliding-window-counter"](storage)
+    item = parse("2/day")
+    assert [strategy.hit(item, "a") for _ in range(3)] == [True, True, False]
+    strategy.clear(item, "a")
+    assert strategy.hit(item, "a")
+    storage.incr("b", 60)
+    STRATEGIES["moving-window"](storage).hit(item, "c")
+    assert storage.reset() == 3
+    assert storage.get("b") == 0 and strategy.get_window_stats(item, "a")[1] == 2
+    storage.incr("b", 60)
+    storage.clear("b")
+    assert storage.get("b") == 0
+
+
+def test_check_says_whether_the_file_answers(tmp_path, monkeypatch):
+    directory = tmp_path / "gone"
+    directory.mkdir()
+    storage = storage_at(directory / "c.db")
+    assert storage.check()
+    for name in ("c.db", "c.db-wal", "c.db-shm"):
+        (directory / name).unlink(missing_ok=True)
+    directory.rmdir()
+    monkeypatch.setattr(counters, "FILE_CHECK_SECONDS", 0.0)
+    assert not storage.check()
+
+
+def test_a_deleted_file_is_recreated_instead_of_counting_alone(tmp_path, monkeypatch):
+    path = tmp_path / "c.db"
+    storage = storage_at(path)
+    storage.incr("k", 60)
+    for name in ("c.db", "c.db-wal", "c.db-shm"):
+        (tmp_path / name).unlink(missing_ok=True)
+    monkeypatch.setattr(counters, "FILE_CHECK_SECONDS", 0.0)
+    assert storage.incr("k", 60) == 1
+    assert path.exists() and rows(path) == 1
+
+
+def test_a_forked_process_opens_its_own_connection(tmp_path, monkeypatch):
+    storage = storage_at(tmp_path / "c.db")
+    parents = storage._connection()
+    monkeypatch.setattr(counters.os, "getpid", lambda: -1)  # as seen from a child
+    assert storage._connection() is not parents
+    storage.close()  # closes the child's connection, never the parent's
+    assert parents.execute("SELECT 1").fetchone() == (1,)
+    parents.close()
+
+
+def test_default_file_sits_beside_a_sqlite_database(tmp_path):
+    assert default_uri(str(tmp_path / "people.db")) == f"sqlite://{tmp_path}/people.db.ratelimits"
+
+
+def test_default_file_for_postgresql_is_private_and_names_no_password():
+    one = default_uri("postgresql://ada:s3cret@db.internal:5432/people?password=p4ss")
+    same = default_uri("postgresql://bob@db.internal:5432/people")
+    other = default_uri("postgresql://db.internal:5432/other")
+    assert one == same != other
+    path = Path(one.removeprefix("sqlite://"))
+    assert "s3cret" not in one and "p4ss" not in one
+    assert path.parent.stat().st_mode & 0o777 == 0o700
+
+
+def test_a_directory_planted_by_someone_else_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(counters.tempfile, "gettempdir", lambda: str(tmp_path))
+    planted = tmp_path / f"people-service-{counters.os.getuid()}"
+    planted.mkdir(mode=0o777)
+    planted.chmod(0o777)
+    with pytest.raises(OSError, match="not a private directory"):
+        default_uri("postgresql://db.internal/people")
