@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
 import sqlite3
+import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -13,11 +15,15 @@ import flask
 import pytest
 from flask_limiter import Limiter
 from limits import parse
-from limits.storage import storage_from_string
+from limits.storage import MemoryStorage, storage_from_string
 from limits.strategies import STRATEGIES
 
+from people_service import ConfigError
 from people_service.store import counters
 from people_service.store.counters import SQLiteCounters, default_uri
+from people_service.web import services
+
+from .conftest import ACTIVE, GENEROUS, ServerProcess, cli, close_app, database, make_app, new_key
 
 # What the WSGI server says in wsgi.multiprocess. werkzeug's EnvironBuilder writes that key
 # from its `multiprocess` argument, over anything given in environ_base.
@@ -255,3 +261,179 @@ def test_a_directory_planted_by_someone_else_is_refused(tmp_path, monkeypatch):
     planted.chmod(0o777)
     with pytest.raises(OSError, match="not a private directory"):
         default_uri("postgresql://db.internal/people")
+
+
+# -- the choice of storage in the app -------------------------------------------------------
+
+
+def storage_of(app):
+    return services(app).limiter.limiter.storage
+
+
+@pytest.fixture
+def limited(tmp_path):
+    app = make_app(tmp_path, RATE_LIMIT="5/day")
+    yield app
+    close_counters(app)
+    close_app(app)
+
+
+def close_counters(app):
+    """Close the app's counters files; under PostgreSQL the default one lies in the shared
+    temporary directory, so it goes too."""
+    for limiter in app.extensions["limiter"]:
+        storage = limiter.storage
+        if isinstance(storage, SQLiteCounters):
+            storage.close()
+            if ACTIVE["backend"] != "sqlite" and storage.path.startswith(tempfile.gettempdir()):
+                for suffix in ("", "-wal", "-shm"):
+                    Path(storage.path + suffix).unlink(missing_ok=True)
+
+
+def test_one_process_counts_in_memory(limited):
+    assert limited.config["RATE_LIMIT_STORAGE"] == ""
+    limited.test_client().get("/health", **SINGLE)
+    assert type(storage_of(limited)) is MemoryStorage
+
+
+def test_several_processes_share_the_file_beside_the_database(limited):
+    response = limited.test_client().get("/health", **MULTIPROCESS)
+    assert response.status_code == 200
+    storage = storage_of(limited)
+    assert type(storage) is SQLiteCounters
+    assert "sqlite://" + storage.path == default_uri(limited.config["DATABASE"])
+
+
+def test_the_choice_is_made_once_at_the_first_request(limited):
+    client = limited.test_client()
+    client.get("/health", **SINGLE)
+    client.get("/health", **MULTIPROCESS)
+    assert type(storage_of(limited)) is MemoryStorage
+
+
+def test_concurrent_first_requests_choose_one_storage(limited):
+    headers = {"X-API-Key": new_key(limited, "a")}
+    barrier = threading.Barrier(8)
+
+    def first():
+        barrier.wait(10)
+        return limited.test_client().get("/people", headers=headers, **MULTIPROCESS)
+
+    with ThreadPoolExecutor(8) as pool:
+        statuses = sorted(r.status_code for r in pool.map(lambda _: first(), range(8)))
+    assert statuses == [200] * 5 + [429] * 3  # one set of counters, not one per thread
+    assert len(limited.extensions["limiter"]) == 2  # built at start, then the shared one
+
+
+def test_two_apps_on_one_database_share_their_counters(tmp_path):
+    apps = [make_app(tmp_path, RATE_LIMIT="5/day") for _ in range(2)]  # two "processes"
+    try:
+        headers = {"X-API-Key": new_key(apps[0], "a")}
+        statuses = [
+            app.test_client().get("/people", headers=headers, **MULTIPROCESS).status_code
+            for _ in range(3)
+            for app in apps
+        ]
+        assert statuses == [200] * 5 + [429]
+    finally:
+        for app in apps:
+            close_counters(app)
+            close_app(app)
+
+
+def test_an_explicit_memory_storage_wins_and_is_warned_about(tmp_path, caplog):
+    app = make_app(tmp_path, RATE_LIMIT_STORAGE="memory://")
+    try:
+        with caplog.at_level(logging.WARNING, logger="people_service"):
+            app.test_client().get("/health", **MULTIPROCESS)
+        assert type(storage_of(app)) is MemoryStorage
+        assert "each process counts alone" in caplog.text
+    finally:
+        close_app(app)
+
+
+def test_an_explicit_sqlite_file_wins_in_one_process(tmp_path):
+    app = make_app(tmp_path, RATE_LIMIT_STORAGE=f"sqlite://{tmp_path}/mine.db")
+    try:
+        app.test_client().get("/health", **SINGLE)
+        assert storage_of(app).path == str(tmp_path / "mine.db")
+    finally:
+        close_counters(app)
+        close_app(app)
+
+
+def test_a_bare_sqlite_uri_means_the_default_file(tmp_path):
+    app = make_app(tmp_path, RATE_LIMIT_STORAGE="sqlite://")
+    try:
+        assert "sqlite://" + storage_of(app).path == default_uri(app.config["DATABASE"])
+    finally:
+        close_counters(app)
+        close_app(app)
+
+
+@pytest.mark.parametrize(
+    "storage, message",
+    [
+        ("mongodb://127.0.0.1", "must be empty, memory://, sqlite://"),
+        ("sqlite://:memory:", "needs the path of a file"),
+        ("sqlite:///{tmp}/a-file/counters.db", "cannot use RATE_LIMIT_STORAGE"),
+    ],
+)
+def test_an_unusable_storage_stops_start_up(tmp_path, storage, message):
+    (tmp_path / "a-file").write_text("")  # even root cannot create a file inside a file
+    with pytest.raises(ConfigError, match=message):
+        make_app(tmp_path, RATE_LIMIT_STORAGE=storage.format(tmp=tmp_path))
+
+
+def test_an_unusable_default_file_leaves_counting_per_process(tmp_path, sqlite_only, caplog):
+    app = make_app(tmp_path, RATE_LIMIT="2/day")
+    try:
+        Path(app.config["DATABASE"] + ".ratelimits").mkdir()  # not a file SQLite can open
+        headers = {"X-API-Key": new_key(app, "a")}
+        client = app.test_client()
+        statuses = [
+            client.get("/people", headers=headers, **MULTIPROCESS).status_code for _ in range(3)
+        ]
+        assert statuses == [200, 200, 429]
+        assert type(storage_of(app)) is MemoryStorage
+        assert "cannot open the shared rate-limit counters" in caplog.text
+    finally:
+        close_app(app)
+
+
+# -- end to end: two servers, one counters file ---------------------------------------------
+
+
+def test_two_servers_sharing_a_counters_file_allow_exactly_the_limit(tmp_path, sqlite_only):
+    db = database(tmp_path)
+    made = cli("keys", "create", "--name", "shared", "--rate-limit", "12/day", db=db)
+    key = made.stdout.split()[-1]
+    env = {
+        "PEOPLE_SERVICE_RATE_LIMIT_STORAGE": f"sqlite://{tmp_path}/counters.db",
+        "PEOPLE_SERVICE_ANONYMOUS_RATE_LIMIT": GENEROUS,
+    }
+    servers = [ServerProcess(db, env=env), ServerProcess(db, env=env)]
+    starting = [threading.Thread(target=server.start) for server in servers]
+    for thread in starting:
+        thread.start()
+    for thread in starting:
+        thread.join(60)
+    try:
+        assert all(server.url for server in servers)
+        with ThreadPoolExecutor(8) as pool:
+            answers = list(
+                pool.map(
+                    lambda n: servers[n % 2].request(
+                        "GET", "/people?limit=1", headers={"X-API-Key": key}
+                    ),
+                    range(40),
+                )
+            )
+    finally:
+        for server in servers:
+            server.stop()
+    statuses = [answer.status_code for answer in answers]
+    assert statuses.count(200) == 12 and statuses.count(429) == 28
+    refused = next(answer for answer in answers if answer.status_code == 429)
+    assert refused.headers["Content-Type"] == "application/problem+json"
+    assert refused.json()["status"] == 429 and int(refused.headers["Retry-After"]) >= 1
