@@ -100,8 +100,8 @@ class SQLiteCounters(Storage, MovingWindowSupport, SlidingWindowCounterSupport):
     limits are exact however many processes and threads hit them. Each thread keeps its own
     connection. Counters need not outlive a crash of the machine: WAL with `synchronous =
     NORMAL` commits without waiting for the disk, and the file stays consistent even after a
-    power loss. OFF could leave it corrupt then, and would save only the fdatasync of each
-    checkpoint: 68 per 20,000 hits, about 1 µs a hit (strace; bench/counters.py measures both).
+    power loss. OFF could leave it corrupt then; it would save the fdatasync of each checkpoint,
+    68 per 20,000 hits (strace): 1 µs a hit on an idle disk, more on a busy one (README).
     Expired rows are purged as hits go by, so the file stays as large as the live counters.
     """
 
