@@ -52,10 +52,10 @@ def rows(path, table="counters") -> int:
         return conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
 
 
-# -- the storage ----------------------------------------------------------------------------
+# -- the storage (the same on either backend: tested in the SQLite pass only) -------------
 
 
-def test_limits_and_flask_limiter_build_the_storage_from_its_uri(tmp_path):
+def test_limits_and_flask_limiter_build_the_storage_from_its_uri(tmp_path, sqlite_only):
     storage = storage_at(tmp_path / "counters.db")
     assert type(storage) is SQLiteCounters
     assert storage.path == str(tmp_path / "counters.db")
@@ -68,13 +68,13 @@ def test_limits_and_flask_limiter_build_the_storage_from_its_uri(tmp_path):
     OPENED.append(limiter.storage)
 
 
-def test_a_relative_path_is_relative_to_the_working_directory(tmp_path, monkeypatch):
+def test_a_relative_path_is_relative_to_the_working_directory(tmp_path, monkeypatch, sqlite_only):
     monkeypatch.chdir(tmp_path)
     assert storage_from_string("sqlite://sub.db").path == str(tmp_path / "sub.db")
 
 
 @pytest.mark.parametrize("uri", ["sqlite://", "sqlite://:memory:", "sqlite://a\0b"])
-def test_a_uri_without_a_usable_file_is_refused(uri):
+def test_a_uri_without_a_usable_file_is_refused(uri, sqlite_only):
     with pytest.raises(Exception, match="needs the path of a file"):
         storage_from_string(uri)
 
@@ -98,7 +98,7 @@ def _hammer(uri, strategy_name, limit, key, threads, hits, start, results):
 
 
 @pytest.mark.parametrize("strategy", ["sliding-window-counter", "moving-window", "fixed-window"])
-def test_processes_and_threads_in_parallel_get_exactly_the_limit(tmp_path, strategy):
+def test_processes_and_threads_in_parallel_get_exactly_the_limit(tmp_path, strategy, sqlite_only):
     uri = f"sqlite://{tmp_path}/counters.db"
     storage_at(tmp_path / "counters.db").close()  # the file exists before the race
     context = multiprocessing.get_context("spawn")  # fork copies threads and locks: not here
@@ -128,7 +128,7 @@ def wait_until(moment: float) -> None:
     time.sleep(max(0.0, moment - time.time()))
 
 
-def test_sliding_window_refusals_cost_nothing_and_the_window_expires(tmp_path):
+def test_sliding_window_refusals_cost_nothing_and_the_window_expires(tmp_path, sqlite_only):
     storage = storage_at(tmp_path / "c.db")
     strategy = STRATEGIES["sliding-window-counter"](storage)
     item = parse("3/second")
@@ -141,7 +141,7 @@ def test_sliding_window_refusals_cost_nothing_and_the_window_expires(tmp_path):
     assert [strategy.hit(item, "k") for _ in range(4)] == [True, True, True, False]
 
 
-def test_a_cost_above_the_limit_is_refused_and_leaves_room(tmp_path):
+def test_a_cost_above_the_limit_is_refused_and_leaves_room(tmp_path, sqlite_only):
     strategy = STRATEGIES["sliding-window-counter"](storage_at(tmp_path / "c.db"))
     item = parse("5/day")
     assert not strategy.hit(item, "k", cost=6)
@@ -151,7 +151,7 @@ def test_a_cost_above_the_limit_is_refused_and_leaves_room(tmp_path):
     assert strategy.hit(item, "k")
 
 
-def test_moving_window_refusals_cost_nothing_and_entries_expire(tmp_path):
+def test_moving_window_refusals_cost_nothing_and_entries_expire(tmp_path, sqlite_only):
     storage = storage_at(tmp_path / "c.db")
     strategy = STRATEGIES["moving-window"](storage)
     item = parse("3/second")
@@ -162,7 +162,7 @@ def test_moving_window_refusals_cost_nothing_and_entries_expire(tmp_path):
     assert [strategy.hit(item, "k", cost=2) for _ in range(2)] == [True, False]
 
 
-def test_fixed_window_counts_and_starts_afresh_after_its_expiry(tmp_path):
+def test_fixed_window_counts_and_starts_afresh_after_its_expiry(tmp_path, sqlite_only):
     storage = storage_at(tmp_path / "c.db")
     assert [storage.incr("k", 1) for _ in range(3)] == [1, 2, 3]
     assert storage.incr("k", 1, amount=5) == 8
@@ -174,7 +174,7 @@ def test_fixed_window_counts_and_starts_afresh_after_its_expiry(tmp_path):
     assert storage.incr("k", 1) == 1
 
 
-def test_expired_counters_are_purged_so_the_file_stays_bounded(tmp_path):
+def test_expired_counters_are_purged_so_the_file_stays_bounded(tmp_path, sqlite_only):
     path = tmp_path / "c.db"
     storage = storage_at(path)
     storage.PURGE_EVERY = 10
@@ -191,7 +191,7 @@ def test_expired_counters_are_purged_so_the_file_stays_bounded(tmp_path):
     assert rows(path) == 1 and rows(path, "entries") == 0
 
 
-def test_clear_and_reset_remove_counters(tmp_path):
+def test_clear_and_reset_remove_counters(tmp_path, sqlite_only):
     storage = storage_at(tmp_path / "c.db")
     strategy = STRATEGIES["sliding-window-counter"](storage)
     item = parse("2/day")
@@ -207,7 +207,7 @@ def test_clear_and_reset_remove_counters(tmp_path):
     assert storage.get("b") == 0
 
 
-def test_check_says_whether_the_file_answers(tmp_path, monkeypatch):
+def test_check_says_whether_the_file_answers(tmp_path, monkeypatch, sqlite_only):
     directory = tmp_path / "gone"
     directory.mkdir()
     storage = storage_at(directory / "c.db")
@@ -219,7 +219,7 @@ def test_check_says_whether_the_file_answers(tmp_path, monkeypatch):
     assert not storage.check()
 
 
-def test_a_deleted_file_is_recreated_instead_of_counting_alone(tmp_path, monkeypatch):
+def test_a_deleted_file_is_recreated_instead_of_counting_alone(tmp_path, monkeypatch, sqlite_only):
     path = tmp_path / "c.db"
     storage = storage_at(path)
     storage.incr("k", 60)
@@ -230,7 +230,7 @@ def test_a_deleted_file_is_recreated_instead_of_counting_alone(tmp_path, monkeyp
     assert path.exists() and rows(path) == 1
 
 
-def test_a_forked_process_opens_its_own_connection(tmp_path, monkeypatch):
+def test_a_forked_process_opens_its_own_connection(tmp_path, monkeypatch, sqlite_only):
     storage = storage_at(tmp_path / "c.db")
     parents = storage._connection()
     monkeypatch.setattr(counters.os, "getpid", lambda: -1)  # as seen from a child
@@ -240,7 +240,7 @@ def test_a_forked_process_opens_its_own_connection(tmp_path, monkeypatch):
     parents.close()
 
 
-def test_default_file_sits_beside_a_sqlite_database(tmp_path):
+def test_default_file_sits_beside_a_sqlite_database(tmp_path, sqlite_only):
     assert default_uri(str(tmp_path / "people.db")) == f"sqlite://{tmp_path}/people.db.ratelimits"
 
 
