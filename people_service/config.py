@@ -21,8 +21,11 @@ DEFAULTS: dict[str, object] = {
     "ANONYMOUS_RATE_LIMIT": "60/minute",
     # limit of the token handshake, per client address and username
     "AUTH_RATE_LIMIT": "10/minute",
-    # where the rate-limit counters live: memory:// (one process) or redis://host:port
-    "RATE_LIMIT_STORAGE": "memory://",
+    # where the rate-limit counters live: memory:// (this process), sqlite://PATH (every
+    # process of this machine), redis://host:port (every machine); unset: memory://, or the
+    # file sqlite:// names (beside the database) once the WSGI server says it runs several
+    # processes (wsgi.multiprocess)
+    "RATE_LIMIT_STORAGE": "",
     # prefix of the counters' keys, so several deployments can share one Redis
     "RATE_LIMIT_PREFIX": "people-service",
     # the page GET /graphql serves to a browser: playground, graphiql or none
@@ -46,6 +49,7 @@ DEFAULTS: dict[str, object] = {
 }
 
 EXPLORERS = ("playground", "graphiql", "none")
+STORAGE_SCHEMES = ("memory://", "sqlite://", "redis://", "rediss://", "redis+unix://")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
@@ -96,12 +100,21 @@ def check(config: dict) -> None:
     for name in (*numbers, "USAGE_FLUSH_SECONDS"):
         if not isinstance(config[name], int) or config[name] < 1:
             raise ConfigError(f"{PREFIX}{name} must be a positive integer")
-    storage = str(config["RATE_LIMIT_STORAGE"])
-    if not storage.startswith(("memory://", "redis://", "rediss://", "redis+unix://")):
-        raise ConfigError(f"{PREFIX}RATE_LIMIT_STORAGE must be memory:// or redis://host:port")
+    check_storage(str(config["RATE_LIMIT_STORAGE"]))
     secret = config["SECRET_KEY"]
     if secret and len(str(secret).encode()) < 32:
         raise ConfigError(f"{PREFIX}SECRET_KEY must be at least 32 bytes long")
+
+
+def check_storage(storage: str) -> str:
+    """Return `storage` if it is empty (decided at the first request) or names a storage this
+    service supports; whether its file or server can be used shows when the app is built."""
+    if not storage or storage.startswith(STORAGE_SCHEMES):
+        return storage
+    raise ConfigError(
+        f"{PREFIX}RATE_LIMIT_STORAGE must be empty, memory://, sqlite:// (optionally followed"
+        f" by a file path) or redis://host:port, not {storage!r}"
+    )
 
 
 def check_rate_limit(value, what: str = "rate limit") -> str:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import math
+import re
+import threading
 import time
 from functools import lru_cache
 
@@ -13,7 +15,9 @@ from limits import parse_many
 from limits.storage import MemoryStorage
 from limits.strategies import STRATEGIES
 
+from ..config import ConfigError
 from ..errors import RateLimited, ServiceError
+from ..store.counters import default_uri  # also registers the sqlite:// scheme with limits
 from .caller import peek_caller
 from .jsonio import json_body
 
@@ -22,6 +26,7 @@ log = logging.getLogger("people_service")
 STRATEGY = "sliding-window-counter"  # O(1) per hit, and a refused request is not charged
 SCOPE = "global"
 RETRY_STORAGE_SECONDS = 30
+SHARED = "sqlite://"  # without a path: the counters file beside the database
 
 
 def client_address() -> str:
@@ -61,6 +66,14 @@ def handshake_key() -> str:
     return f"login:{client_address()}:{str(username or '')[:200]}"
 
 
+def storage_uri(configured: str, database: str) -> str:
+    """The storage URI to build: `configured`, with a bare sqlite:// placed beside DATABASE and
+    an unset one (decided at the first request) starting as memory://."""
+    if configured == SHARED:
+        return default_uri(database)
+    return configured or "memory://"
+
+
 @lru_cache(maxsize=256)
 def parsed(limit: str):
     """'600/minute' or '10/second;500/hour' as limit items, parsed once."""
@@ -80,22 +93,71 @@ class RateLimits:
     def __init__(self, app, *, unlimited=frozenset(), handshake=frozenset()):
         """`unlimited`: endpoints never limited; `handshake`: endpoints also limited per
         client address and username."""
-        self.limiter = Limiter(
-            limit_key,
-            storage_uri=app.config["RATE_LIMIT_STORAGE"],
-            strategy=STRATEGY,
-            key_prefix=app.config["RATE_LIMIT_PREFIX"],
-        )
-        # Registered beforehand, init_app builds the storage and strategy but adds no hooks
-        # (it skips apps it already knows): check() below is the whole per-request work.
-        app.extensions.setdefault("limiter", set()).add(self.limiter)
-        self.limiter.init_app(app)
+        configured = app.config["RATE_LIMIT_STORAGE"]
+        try:
+            self.limiter = self._limiter(app, storage_uri(configured, app.config["DATABASE"]))
+        except Exception as exc:  # an unusable file or URL is the operator's to fix
+            shown = re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", configured)  # no password
+            raise ConfigError(f"cannot use RATE_LIMIT_STORAGE {shown!r}: {exc}") from None
+        # Unset, the storage is decided at the first request (choose_storage); set, the first
+        # request only warns if memory:// counts for one process of several.
+        self.storage_chosen = False
+        self._choosing = threading.Lock()
+        app.before_request(self.choose_storage)
         self.prefix = app.config["RATE_LIMIT_PREFIX"]
         self.fallback = STRATEGIES[STRATEGY](MemoryStorage())
         self.storage_failed_at = 0.0
         self.unlimited, self.handshake_endpoints = set(unlimited), set(handshake)
         app.before_request(self.check)
         app.after_request(self.add_headers)
+
+    @staticmethod
+    def _limiter(app, uri: str) -> Limiter:
+        limiter = Limiter(
+            limit_key,
+            storage_uri=uri,
+            strategy=STRATEGY,
+            key_prefix=app.config["RATE_LIMIT_PREFIX"],
+        )
+        # Registered beforehand, init_app builds the storage and strategy but adds no hooks
+        # (it skips apps it already knows): check() below is the whole per-request work.
+        app.extensions.setdefault("limiter", set()).add(limiter)
+        limiter.init_app(app)
+        return limiter
+
+    def choose_storage(self) -> None:
+        """Decide, once, where counters live when RATE_LIMIT_STORAGE is unset: memory:// in one
+        process, the machine's shared SQLite file when the WSGI server says it runs several
+        (PEP 3333's wsgi.multiprocess: gunicorn -w 2 says True, waitress False), which
+        create_app could not know."""
+        if self.storage_chosen:
+            return
+        with self._choosing:
+            if self.storage_chosen:
+                return
+            if request.environ.get("wsgi.multiprocess"):
+                self._share(current_app._get_current_object())
+            self.storage_chosen = True
+
+    def _share(self, app) -> None:
+        configured = app.config["RATE_LIMIT_STORAGE"]
+        if configured.startswith("memory://"):
+            log.warning(
+                "RATE_LIMIT_STORAGE is memory:// but several processes serve: each "
+                "process counts alone, so a limit allows that many times more"
+            )
+            return
+        if configured:
+            return  # an explicit storage always wins
+        try:
+            self.limiter = self._limiter(app, storage_uri(SHARED, app.config["DATABASE"]))
+        except Exception as exc:
+            log.error("cannot open the shared rate-limit counters (%s); counting per process", exc)
+        else:
+            log.info(
+                "several processes serve: rate-limit counters are shared through %s",
+                self.limiter.storage.path,
+            )
 
     @property
     def strategy(self):
