@@ -45,17 +45,15 @@ def imports_of(path) -> set[str]:
 
 def local_modules(path) -> set[str]:
     """The package's modules that `path` imports (first name below people_service)."""
-    names = imports_of(path)
-    inside = path.parent.relative_to(PACKAGE).parts
+    inside = list(path.parent.relative_to(PACKAGE).parts)
     found = set()
-    for name in names:
-        if not name.startswith("."):
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, ast.ImportFrom) or not node.level:
             continue
-        level = len(name) - len(name.lstrip("."))
-        base = list(inside[: len(inside) - (level - 1)]) if level > 1 else list(inside)
-        parts = base + [part for part in name.lstrip(".").split(".") if part]
-        if parts:
-            found.add(parts[0])
+        base = inside[: len(inside) - (node.level - 1)]
+        module = [part for part in (node.module or "").split(".") if part]
+        targets = [base + module] if module else [base + [alias.name] for alias in node.names]
+        found |= {target[0] for target in targets if target}
     return found
 
 

@@ -1,4 +1,5 @@
-"""Rate-limit counters in a SQLite file that every process of one machine shares."""
+"""Rate-limit counters in a SQLite file that every process of a machine shares (long because it
+serves three of the limits library's strategies)."""
 
 from __future__ import annotations
 
