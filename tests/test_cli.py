@@ -198,10 +198,11 @@ def test_unwritable_database_path_stops_with_status_2(tmp_path):
 
 def test_secret_key_is_generated_once_with_mode_0600(tmp_path, sqlite_only):
     app = make_app(tmp_path, SECRET_KEY=None)
-    secret = app.config["SECRET_KEY"]
+    secret = services(app).token_secret
+    assert len(secret) >= 32 and app.config["SECRET_KEY"] is None  # Flask's is not reused
     close_app(app)
     path = tmp_path / "secret.key"
     assert path.stat().st_mode & 0o777 == 0o600
     again = make_app(tmp_path, SECRET_KEY=None)
-    assert again.config["SECRET_KEY"] == secret
+    assert services(again).token_secret == secret
     close_app(again)

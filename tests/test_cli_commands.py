@@ -1,0 +1,216 @@
+"""The click commands in-process (CliRunner): validation, keys and users, reading never creates."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from people_service import credentials
+from people_service.cli import cli as command_group
+from people_service.cli import main
+from people_service.store import open_store
+
+from .conftest import ACTIVE, SECRET, ServerProcess, cli, database
+
+STRONG = "tea kettle violin orbit 42"
+
+
+def run(*args, input=None, db=None):
+    argv = [*args, "--db", str(db)] if db is not None else list(args)
+    return CliRunner().invoke(
+        command_group, argv, input=input, env={"PEOPLE_SERVICE_SECRET_KEY": SECRET}
+    )
+
+
+def one_line_error(capsys, *argv) -> tuple[int, str]:
+    """main()'s exit status and its one stderr line (it never prints a traceback)."""
+    status = main(list(argv))
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    return status, err
+
+
+def test_version_is_printed():
+    result = run("--version")
+    assert result.exit_code == 0 and result.output.startswith("people-service, version ")
+
+
+def walk(group: click.Group, path=()):
+    for name, command in group.commands.items():
+        if isinstance(command, click.Group):
+            yield from walk(command, (*path, name))
+        else:
+            yield (*path, name), command
+
+
+def test_every_option_and_argument_is_explained():
+    for path, command in walk(command_group):
+        text = command.get_help(click.Context(command, info_name=" ".join(path)))
+        assert command.help, path
+        for param in command.params:
+            if isinstance(param, click.Option):
+                assert param.help, (path, param.name)
+            else:  # a positional: the command's help names it
+                assert param.name.upper() in text, (path, param.name)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("serve", "--port", "99999"), "'--port': 99999 is not in the range 1<=x<=65535"),
+        (("serve", "--port", "0"), "'--port': 0 is not in the range"),
+        (("serve", "--threads", "0"), "'--threads': 0 is not in the range x>=1"),
+        (("serve", "--workers", "0"), "'--workers': 0 is not in the range x>=1"),
+        (("serve", "--port", "http"), "'--port': 'http' is not a valid integer"),
+    ],
+)
+def test_serve_options_are_checked_before_anything_starts(capsys, args, message):
+    status, err = one_line_error(capsys, *args)
+    assert status == 2 and message in err
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("keys", "list"), ("users", "list"), ("export",), ("migrate", "--to", "postgresql://x")],
+)
+def test_commands_that_read_never_create_a_database(tmp_path, capsys, sqlite_only, args):
+    missing = tmp_path / "no" / "such" / "dir" / "x.db"
+    status, err = one_line_error(capsys, *args, "--db", str(missing))
+    assert status == 1 and str(missing) in err
+    assert not (tmp_path / "no").exists()
+
+
+def test_init_db_demo_is_idempotent(tmp_path):
+    db = database(tmp_path)
+    first, second = run("init-db", "--demo", db=db), run("init-db", "--demo", db=db)
+    assert first.exit_code == 0 and "loaded 62 people" in first.output
+    assert second.exit_code == 0 and "holds 62 people already" in second.output
+
+
+def test_passwords_must_be_long_and_uncommon(tmp_path, capsys):
+    db = database(tmp_path)
+    for password, message in [
+        ("short", "Length must be between 15 and 1024"),
+        ("passwordpassword", "Too common"),
+        ("aaaaaaaaaaaaaaaaaaaa", "Too common"),
+        ("abcdefghijklmnopq", "Too common"),
+        ("grace-hopper-rules-the-world", "must not contain the username"),
+    ]:
+        result = run("users", "create", "hopper", "--password-stdin", input=password, db=db)
+        assert result.exit_code != 0 and message in str(result.output + str(result.exception))
+    assert run("users", "create", "hopper", "--password-stdin", input=STRONG, db=db).exit_code == 0
+
+
+def test_a_password_needs_a_terminal_or_stdin(tmp_path, capsys, monkeypatch):
+    db = str(database(tmp_path))
+    with open("/dev/null") as empty:
+        monkeypatch.setattr(sys, "stdin", empty)
+        status, err = one_line_error(capsys, "users", "create", "bob", "--db", db)
+        assert status == 1 and "pipe the password with --password-stdin" in err
+        status, err = one_line_error(
+            capsys, "users", "create", "bob", "--password-stdin", "--db", db
+        )
+        assert status == 1 and "no password on stdin" in err
+
+
+def test_a_missing_optional_dependency_names_its_install_command(
+    tmp_path, capsys, monkeypatch, sqlite_only
+):
+    db = database(tmp_path)
+    assert run("init-db", db=db).exit_code == 0
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # as if it were not installed
+    monkeypatch.delitem(sys.modules, "people_service.store.postgres", raising=False)
+    status, err = one_line_error(capsys, "migrate", "--to", "postgresql://db/x", "--db", str(db))
+    assert status == 1 and "pip install -e '.[postgres]'" in err
+
+
+def test_keys_rotate_keeps_name_limits_and_usage(tmp_path):
+    db = database(tmp_path)
+    old = run("keys", "create", "--name", "ci", "--rate-limit", "5/minute", db=db).output.split()[
+        -1
+    ]
+    rotated = run("keys", "rotate", "ci", db=db)
+    assert rotated.exit_code == 0
+    new = rotated.output.strip().splitlines()[-1]
+    assert new.startswith("ps_") and new != old
+    store = open_store(str(db))
+    try:
+        assert credentials.caller_from_key(store, old) is None
+        caller = credentials.caller_from_key(store, new)
+        assert (caller.name, caller.rate_limit) == ("ci", "5/minute")
+    finally:
+        store.close()
+    assert run("keys", "rotate", "nobody", db=db).exit_code == 1
+    assert run("keys", "delete", "ci", db=db).exit_code == 0
+    assert "ci" not in run("keys", "list", db=db).output.split()
+
+
+def test_users_list_passwd_disable_enable_delete(tmp_path):
+    db = database(tmp_path)
+    assert run("users", "create", "ada", "--password-stdin", input=STRONG, db=db).exit_code == 0
+    listing = run("users", "list", db=db).output.splitlines()
+    assert listing[0].split()[:2] == ["username", "scopes"]
+    assert listing[1].split()[0] == "ada" and listing[1].split()[-1] == "-"
+    other = "violin orbit tea kettle 7"
+    assert run("users", "passwd", "ada", "--password-stdin", input=other, db=db).exit_code == 0
+    store = open_store(str(db))
+    try:
+        assert credentials.login(store, "ada", STRONG) is None
+        assert credentials.login(store, "ada", other) is not None
+        assert run("users", "disable", "ada", db=db).exit_code == 0
+        assert credentials.login(store, "ada", other) is None
+        assert run("users", "list", db=db).output.splitlines()[1].split()[-1] != "-"
+        assert run("users", "enable", "ada", db=db).exit_code == 0
+        assert credentials.login(store, "ada", other) is not None
+        assert run("users", "delete", "ada", db=db).exit_code == 0
+        assert credentials.login(store, "ada", other) is None
+    finally:
+        store.close()
+    assert run("users", "disable", "ada", db=db).exit_code == 1
+
+
+def test_disable_and_passwd_end_tokens_at_once_on_a_running_server(tmp_path):
+    db = database(tmp_path)
+    cli("users", "create", "ada", "--password-stdin", db=db, input=STRONG + "\n")
+    server = ServerProcess(db).start()
+    try:
+
+        def token(password=STRONG):
+            answer = server.request(
+                "POST", "/auth/token", json={"username": "ada", "password": password}
+            )
+            assert answer.status_code == 200, answer.text
+            return {"Authorization": "Bearer " + answer.json()["access_token"]}
+
+        first = token()
+        assert server.request("GET", "/me", headers=first).status_code == 200  # now cached
+        other = "violin orbit tea kettle 7"
+        assert cli("users", "passwd", "ada", "--password-stdin", db=db, input=other).returncode == 0
+        assert server.request("GET", "/me", headers=first).status_code == 401
+        second = token(other)
+        assert server.request("GET", "/me", headers=second).status_code == 200
+        assert cli("users", "disable", "ada", db=db).returncode == 0
+        assert server.request("GET", "/me", headers=second).status_code == 401
+        refused = server.request("POST", "/auth/token", json={"username": "ada", "password": other})
+        assert refused.status_code == 401
+    finally:
+        server.stop()
+
+
+def test_the_demo_key_is_printed_only_once_the_port_is_bound(tmp_path, sqlite_only):
+    import socket
+
+    db = database(tmp_path)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = cli("serve", "--port", str(port), db=db)
+    assert result.returncode != 0
+    assert "Address already in use" in result.stderr
+    assert "ps_" not in result.stdout  # no key printed and lost
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert ACTIVE["backend"] == "sqlite"
