@@ -228,13 +228,17 @@ class ServerProcess:
         self.url = None
         self.process = None
 
+    def command(self) -> list[str]:
+        """The command line that starts the server (people-service serve on a free port)."""
+        command = [sys.executable, "-m", "people_service.cli", "serve", "--db", str(self.db)]
+        return [*command, "--port", str(free_port()), *self.args]
+
     def start(self, timeout: float = 30) -> ServerProcess:
         self.stdout.clear()
         self.stderr.clear()
         self.url = None
-        command = [sys.executable, "-m", "people_service.cli", "serve", "--db", str(self.db)]
         self.process = subprocess.Popen(
-            [*command, "--port", str(free_port()), *self.args],
+            self.command(),
             cwd=ROOT,
             env=self.env,
             stdout=subprocess.PIPE,
@@ -259,11 +263,31 @@ class ServerProcess:
             reader.daemon = True
             reader.start()
         deadline = time.monotonic() + timeout
-        while not ready.wait(0.1):
+        while not ready.wait(0.1) and not self.answers():
             if self.process.poll() is not None or time.monotonic() > deadline:
                 self.stop()
                 raise RuntimeError("server did not start:\n" + "\n".join(self.stderr))
         return self
+
+    def answers(self) -> bool:
+        """Whether a server whose URL is known up front answers /health (other WSGI servers
+        print no ready line of ours)."""
+        if self.url is None:
+            return False
+        try:
+            return requests.get(self.url + "/health", timeout=5).status_code in (200, 503)
+        except requests.RequestException:
+            return False
+
+    def wait_for_log(self, predicate, timeout: float = 10) -> str:
+        """The first stderr line that satisfies `predicate` (the log is written by a thread)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for line in list(self.stderr):
+                if predicate(line):
+                    return line
+            time.sleep(0.05)
+        raise AssertionError(f"no such line in {self.stderr[-20:]}")
 
     def wait_for_output(self, predicate, timeout: float = 10) -> str:
         """The first stdout line that satisfies `predicate` (the drain thread may lag)."""

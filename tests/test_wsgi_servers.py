@@ -5,102 +5,39 @@ from __future__ import annotations
 import os
 import re
 import signal
-import subprocess
 import sys
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import requests
 
-from .conftest import ROOT, SECRET, ServerProcess, cli, database, free_port
+from .conftest import ServerProcess, cli, database, free_port
 
 PATTERN = re.compile(r"^(ps_\S+)$")
 
 
-class WSGIServer:
-    """A WSGI server command serving app:app from the repository root, on a free port."""
+class WSGIServer(ServerProcess):
+    """Another WSGI server command serving app:app from the repository root, on a free port."""
 
     def __init__(self, command: list[str], db: str, env: dict):
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.env = {**os.environ, "PEOPLE_SERVICE_SECRET_KEY": SECRET}
-        self.env.update({"PEOPLE_SERVICE_DATABASE": str(db), **env})
-        self.command = [arg.replace("{port}", str(self.port)) for arg in command]
-        self.stdout: list[str] = []
-        self.stderr: list[str] = []
+        super().__init__(db, env={"PEOPLE_SERVICE_DATABASE": str(db), **env})
+        self.template = command
+
+    def command(self) -> list[str]:
+        port = free_port()
+        self.url = f"http://127.0.0.1:{port}"
+        return [arg.replace("{port}", str(port)) for arg in self.template]
 
     def __enter__(self) -> WSGIServer:
-        self.process = subprocess.Popen(
-            self.command,
-            cwd=ROOT,
-            env=self.env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        self.readers = [
-            threading.Thread(target=self._drain, args=(stream, lines), daemon=True)
-            for stream, lines in (
-                (self.process.stdout, self.stdout),
-                (self.process.stderr, self.stderr),
-            )
-        ]
-        for reader in self.readers:
-            reader.start()
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError("server exited:\n" + "\n".join(self.stderr))
-            try:
-                requests.get(self.url + "/health", timeout=5)
-                return self
-            except requests.RequestException:
-                time.sleep(0.1)
-        self.stop()
-        raise RuntimeError("server did not answer:\n" + "\n".join(self.stderr))
-
-    @staticmethod
-    def _drain(stream, lines):
-        for line in stream:
-            lines.append(line.rstrip("\n"))
-
-    def key(self) -> str:
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            for line in self.stdout:
-                if PATTERN.match(line):
-                    return line
-            time.sleep(0.05)
-        raise AssertionError(f"no key in {self.stdout}")
-
-    def stop(self) -> int:
-        if self.process.stdout.closed:
-            return self.process.returncode
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-        try:
-            status = self.process.wait(30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            status = self.process.wait(5)
-        for reader in self.readers:
-            reader.join(5)
-        self.process.stdout.close()
-        self.process.stderr.close()
-        return status
+        return self.start()
 
     def __exit__(self, *exc):
-        self.stop()
+        if not self.process.stdout.closed:
+            self.stop()
 
-    def wait_for(self, predicate, timeout: float = 10) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if any(predicate(line) for line in list(self.stderr)):
-                return
-            time.sleep(0.05)
-        raise AssertionError(f"no such line in {self.stderr[-20:]}")
+    def key(self) -> str:
+        return self.wait_for_output(lambda line: PATTERN.match(line) is not None)
 
 
 def requests_count(db, name: str) -> int:
@@ -130,7 +67,7 @@ def test_waitress_serve_logs_honours_the_proxy_and_flushes_usage_at_exit(tmp_pat
         headers = {"X-API-Key": server.key()}
         for _ in range(3):
             assert requests.get(server.url + "/people?limit=1", headers=headers).status_code == 200
-        server.wait_for(lambda line: " demo GET /people?limit=1 200 " in line)
+        server.wait_for_log(lambda line: " demo GET /people?limit=1 200 " in line)
         anonymous = [
             requests.get(server.url + "/people", headers={"X-Forwarded-For": address})
             for address in ("9.9.9.9", "9.9.9.9", "9.9.9.9", "8.8.8.8")
@@ -161,7 +98,7 @@ def test_gunicorn_with_two_workers_shares_limits_and_logs(tmp_path, sqlite_only,
         with ThreadPoolExecutor(8) as pool:
             statuses = list(pool.map(get, range(30)))
         assert statuses.count(200) == 10 and statuses.count(429) == 20
-        server.wait_for(lambda line: " tight GET /people?limit=1 429 " in line)
+        server.wait_for_log(lambda line: " tight GET /people?limit=1 429 " in line)
         assert server.stop() == 0
     assert requests_count(db, "tight") == 30  # every worker wrote its counts at exit
 
