@@ -12,6 +12,7 @@ from . import config as settings
 from .config import ConfigError
 from .credentials import CallerCache, load_secret
 from .graphql.view import bp as graphql_bp
+from .rest.front import bp as front_bp
 from .rest.messages import bp as messages_bp
 from .rest.ops import bp as ops_bp
 from .rest.people import bp as people_bp
@@ -19,7 +20,7 @@ from .rest.tokens import bp as tokens_bp
 from .schemas import ID_PATTERN
 from .store import Store, open_store
 from .usage import UsageTracker
-from .web import Services, lifecycle, problems
+from .web import Services, lifecycle, pages, problems
 from .web.ratelimit import RateLimits
 
 __all__ = ["create_app", "ConfigError"]
@@ -50,7 +51,7 @@ def create_app(config: dict | None = None) -> Flask:
     """The WSGI app; `config` overrides PEOPLE_SERVICE_* settings (same names)."""
     options = settings.load(config)
     logging.getLogger("people_service").setLevel(str(options["LOG_LEVEL"]).upper())
-    app = Flask(__name__)
+    app = Flask(__name__, static_folder=None)  # web.pages serves static files, cached its way
     app.config.update(options)
     app.config["MAX_CONTENT_LENGTH"] = options["MAX_BODY_BYTES"]
     store = prepare_store(options)
@@ -67,7 +68,7 @@ def create_app(config: dict | None = None) -> Flask:
     app.url_map.converters["id"] = IdConverter
     problems.init_app(app)
     lifecycle.init_app(app)  # before the limiter: its after_request must run after the limiter's
-    for blueprint in (people_bp, messages_bp, ops_bp, tokens_bp, graphql_bp):
+    for blueprint in (people_bp, messages_bp, ops_bp, tokens_bp, graphql_bp, front_bp, pages.bp):
         app.register_blueprint(blueprint)
     services.limiter = RateLimits(
         app, unlimited=services.unlimited, handshake={"tokens.issue_token"}

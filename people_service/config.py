@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 from limits import parse_many
 
@@ -27,7 +28,7 @@ DEFAULTS: dict[str, object] = {
     "RATE_LIMIT_PREFIX": "people-service",
     # the page GET /graphql serves to a browser: playground, graphiql or none
     "EXPLORER": "playground",
-    # base URL of the explorer's assets; empty: the explorer's public CDN
+    # base URL of an npm CDN the explorer loads its assets from; empty: the service's own copy
     "EXPLORER_CDN": "",
     # whether GraphQL introspection (__schema, __type) is allowed
     "INTROSPECTION": True,
@@ -47,6 +48,8 @@ DEFAULTS: dict[str, object] = {
 
 EXPLORERS = ("playground", "graphiql", "none")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+# an absolute http(s) URL or a path on this server, without what would break out of HTML or CSP
+ASSET_BASE = re.compile(r"(https?://[A-Za-z0-9.:\[\]-]+)?(/[A-Za-z0-9._~@%+/-]*)?")
 
 
 class ConfigError(ValueError):
@@ -101,6 +104,11 @@ def check(config: dict) -> None:
     secret = config["SECRET_KEY"]
     if secret and len(str(secret).encode()) < 32:
         raise ConfigError(f"{PREFIX}SECRET_KEY must be at least 32 bytes long")
+    if not ASSET_BASE.fullmatch(str(config["EXPLORER_CDN"] or "")):
+        raise ConfigError(
+            f"{PREFIX}EXPLORER_CDN must be an http(s) URL such as "
+            f"https://cdn.jsdelivr.net/npm, not {config['EXPLORER_CDN']!r}"
+        )
 
 
 def check_rate_limit(value, what: str = "rate limit") -> str:
