@@ -20,7 +20,7 @@ from .rest.tokens import bp as tokens_bp
 from .schemas import ID_PATTERN
 from .store import Store, open_store
 from .usage import UsageTracker
-from .web import Services, lifecycle, pages, problems
+from .web import Services, cors, lifecycle, pages, problems
 from .web.ratelimit import RateLimits
 
 __all__ = ["create_app", "ConfigError"]
@@ -70,6 +70,7 @@ def create_app(config: dict | None = None) -> Flask:
     lifecycle.init_app(app)  # before the limiter: its after_request must run after the limiter's
     for blueprint in (people_bp, messages_bp, ops_bp, tokens_bp, graphql_bp, front_bp, pages.bp):
         app.register_blueprint(blueprint)
+    cors.init_app(app)  # before the limiter: preflights are answered before anyone is charged
     services.limiter = RateLimits(
         app, unlimited=services.unlimited, handshake={"tokens.issue_token"}
     )
