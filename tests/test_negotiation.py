@@ -178,3 +178,18 @@ def test_head_for_programs_answers_json_headers_without_a_body(client):
     head = client.head("/", headers={"Accept": "application/json"})
     assert head.status_code == 200 and head.content_type == "application/json"
     assert head.data == b""
+
+
+def test_the_real_server_answers_head_and_browsers_alike(demo_server):
+    for path in ("/graphql", "/", "/docs"):
+        get = demo_server.request("GET", path, headers={"Accept": CHROMIUM})
+        head = demo_server.request("HEAD", path, headers={"Accept": CHROMIUM})
+        assert get.status_code == head.status_code == 200, path
+        assert get.headers["Content-Type"] == "text/html; charset=utf-8", path
+        assert head.content == b"", path
+        assert head.headers["Content-Length"] == str(len(get.content)), path
+    sgqlc = {**demo_server.headers, "Accept": "application/json; charset=utf-8"}
+    answer = demo_server.request(
+        "POST", "/graphql", json={"query": "{ __typename }"}, headers=sgqlc
+    )
+    assert answer.status_code == 200 and answer.json() == {"data": {"__typename": "Query"}}
