@@ -15,6 +15,7 @@ from . import logs
 from .config import ConfigError
 from .credentials import CallerCache, load_secret
 from .graphql.view import bp as graphql_bp
+from .rest.front import bp as front_bp
 from .rest.messages import bp as messages_bp
 from .rest.ops import bp as ops_bp
 from .rest.people import bp as people_bp
@@ -22,7 +23,7 @@ from .rest.tokens import bp as tokens_bp
 from .schemas import ID_PATTERN
 from .store import Store, open_store
 from .usage import UsageTracker
-from .web import Services, lifecycle, problems
+from .web import Services, cors, lifecycle, pages, problems
 from .web.ratelimit import RateLimits
 
 __all__ = ["create_app", "ConfigError"]
@@ -66,7 +67,7 @@ def create_app(config: dict | None = None) -> Flask:
     if not logs.operator_configured():
         logs.install()  # under any WSGI server, the access log goes to stderr
     logging.getLogger("people_service").setLevel(str(options["LOG_LEVEL"]).upper())
-    app = Flask(__name__)
+    app = Flask(__name__, static_folder=None)  # web.pages serves static files, cached its way
     app.config.update(options)
     app.config["MAX_CONTENT_LENGTH"] = options["MAX_BODY_BYTES"]
     store = prepare_store(options)
@@ -86,8 +87,9 @@ def create_app(config: dict | None = None) -> Flask:
     app.url_map.converters["id"] = IdConverter
     problems.init_app(app)
     lifecycle.init_app(app)  # before the limiter: its after_request must run after the limiter's
-    for blueprint in (people_bp, messages_bp, ops_bp, tokens_bp, graphql_bp):
+    for blueprint in (people_bp, messages_bp, ops_bp, tokens_bp, graphql_bp, front_bp, pages.bp):
         app.register_blueprint(blueprint)
+    cors.init_app(app)  # before the limiter: preflights are answered before anyone is charged
     services.limiter = RateLimits(
         app, unlimited=services.unlimited, handshake={"tokens.issue_token"}
     )

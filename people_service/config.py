@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 from limits import parse_many
 
@@ -30,7 +31,7 @@ DEFAULTS: dict[str, object] = {
     "RATE_LIMIT_PREFIX": "people-service",
     # the page GET /graphql serves to a browser: playground, graphiql or none
     "EXPLORER": "playground",
-    # base URL of the explorer's assets; empty: the explorer's public CDN
+    # base URL of an npm CDN the explorer loads its assets from; empty: the service's own copy
     "EXPLORER_CDN": "",
     # whether GraphQL introspection (__schema, __type) is allowed
     "INTROSPECTION": True,
@@ -46,11 +47,17 @@ DEFAULTS: dict[str, object] = {
     "TRUSTED_PROXY": "",
     # seconds between flushes of the per-key usage counters to the database
     "USAGE_FLUSH_SECONDS": 5,
+    # sites whose pages may call the API (comma list of origins, or *); empty: CORS is off
+    "CORS_ORIGINS": "",
 }
 
 EXPLORERS = ("playground", "graphiql", "none")
 STORAGE_SCHEMES = ("memory://", "sqlite://", "redis://", "rediss://", "redis+unix://")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+# scheme://host[:port], as browsers send it in Origin (a trailing slash is forgiven)
+ORIGIN = re.compile(r"(https?)://([a-z0-9.-]+|\[[0-9a-f:.]+\])(:[0-9]{1,5})?/?", re.IGNORECASE)
+# an absolute http(s) URL or a path on this server, without what would break out of HTML or CSP
+ASSET_BASE = re.compile(r"(https?://[A-Za-z0-9.:\[\]-]+)?(/[A-Za-z0-9._~@%+/-]*)?")
 
 
 class ConfigError(ValueError):
@@ -104,6 +111,27 @@ def check(config: dict) -> None:
     secret = config["SECRET_KEY"]
     if secret and len(str(secret).encode()) < 32:
         raise ConfigError(f"{PREFIX}SECRET_KEY must be at least 32 bytes long")
+    if not ASSET_BASE.fullmatch(str(config["EXPLORER_CDN"] or "")):
+        raise ConfigError(
+            f"{PREFIX}EXPLORER_CDN must be an http(s) URL such as "
+            f"https://cdn.jsdelivr.net/npm, not {config['EXPLORER_CDN']!r}"
+        )
+    cors_origins(config["CORS_ORIGINS"])
+
+
+def cors_origins(value) -> list[str]:
+    """CORS_ORIGINS as a list: [] (off), ["*"], or origins like "https://app.example.org"."""
+    entries = value.split(",") if isinstance(value, str) else list(value or ())
+    origins = [str(entry).strip() for entry in entries if str(entry).strip()]
+    if origins == ["*"]:
+        return origins
+    for origin in origins:
+        if not ORIGIN.fullmatch(origin):
+            raise ConfigError(
+                f"{PREFIX}CORS_ORIGINS must be * or a comma list of origins such as "
+                f"https://app.example.org, not {origin!r}"
+            )
+    return [origin.rstrip("/").lower() for origin in origins]
 
 
 def check_storage(storage: str) -> str:

@@ -6,7 +6,6 @@ import logging
 from functools import lru_cache
 
 from ariadne import graphql_sync
-from ariadne.explorer import ExplorerGraphiQL, ExplorerPlayground
 from flask import Blueprint, current_app, g, request
 from graphql import GraphQLError, OperationType, get_operation_ast, validate
 from werkzeug.exceptions import HTTPException
@@ -21,13 +20,15 @@ from ..errors import (
     UnsupportedMediaType,
     graphql_code,
 )
-from ..web import get_store, services
+from ..web import get_store
 from ..web.caller import authenticate
 from ..web.jsonio import dump_json, json_body, parse_json
+from ..web.negotiation import HTML, negotiate
 from ..web.problems import error_parts
 from . import rules
 from .batch import Batches
 from .executor import LeafExecutor
+from .explorer import explorer_response
 from .resolvers import Context
 from .schema import executable_schema, sdl
 
@@ -41,22 +42,21 @@ bp = Blueprint("graphql", __name__)
 
 GRAPHQL_RESPONSE = "application/graphql-response+json"
 JSON = "application/json"
-PLAYGROUND_CDN = "https://cdn.jsdelivr.net/npm/graphql-playground-react@1.7.28/build"
 
 
 # -- request parsing ----------------------------------------------------------------------
 
 
 def response_type() -> str:
-    """The media type of the answer, from Accept (406 when neither JSON type is acceptable)."""
-    if not request.headers.get("Accept"):
-        return JSON
-    accept = request.accept_mimetypes
-    if any(value == GRAPHQL_RESPONSE and quality > 0 for value, quality in accept):
-        return GRAPHQL_RESPONSE
-    if accept[JSON] > 0:
-        return JSON
-    raise NotAcceptable(f"This endpoint answers {JSON} or {GRAPHQL_RESPONSE}.")
+    """The media type of the answer, from Accept (406 when neither JSON type is acceptable).
+
+    `*/*` and no Accept at all get application/json, as the GraphQL-over-HTTP specification
+    asks for the time being; parameters such as `charset=utf-8` do not spoil a match.
+    """
+    media = negotiate((JSON, GRAPHQL_RESPONSE))
+    if media is None:
+        raise NotAcceptable(f"This endpoint answers {JSON} or {GRAPHQL_RESPONSE}.")
+    return media
 
 
 def request_data() -> dict:
@@ -241,10 +241,11 @@ def graphql_response(body, status: int, media: str | None = None, headers=None) 
 
 @bp.route("/graphql", methods=["GET", "POST"])
 def graphql_endpoint():
-    if request.method == "GET" and "query" not in request.args:
-        page = explorer_page()
-        if page is not None and request.accept_mimetypes.best == "text/html":
-            return Response(page, content_type="text/html; charset=utf-8")
+    if request.method in ("GET", "HEAD") and "query" not in request.args:
+        # a browser (it prefers HTML to both JSON types) gets the explorer, open to anyone
+        page = explorer_response() if negotiate((JSON, GRAPHQL_RESPONSE, HTML)) == HTML else None
+        if page is not None:
+            return page
         raise BadRequest("Send a query: GET /graphql?query={...} or POST a JSON body.")
     media = response_type()
     caller = authenticate()
@@ -279,24 +280,3 @@ def graphql_error(error):
     except NotAcceptable:
         media = JSON
     return graphql_response({"errors": [entry]}, status, media, headers)
-
-
-def explorer_page() -> str | None:
-    """The explorer's HTML, rendered once per app, with assets from EXPLORER_CDN."""
-    ext = services()
-    if ext.explorer is None:
-        config = current_app.config
-        cdn = config["EXPLORER_CDN"].rstrip("/")
-        if config["EXPLORER"] == "playground":
-            html = ExplorerPlayground(title="people-service").html(None)
-            html = html.replace(
-                "//cdn.jsdelivr.net/npm/graphql-playground-react/build", cdn or PLAYGROUND_CDN
-            )
-        elif config["EXPLORER"] == "graphiql":
-            html = ExplorerGraphiQL(title="people-service").html(None)
-            if cdn:
-                html = html.replace("https://esm.sh", cdn)
-        else:
-            html = None
-        ext.explorer = html if html is not None else ""
-    return ext.explorer or None

@@ -17,6 +17,7 @@ from ..errors import BadRequest, ServiceError
 from ..logs import escape
 from . import services
 from .caller import peek_caller
+from .pages import secure
 
 access_log = logging.getLogger("people_service.access")
 
@@ -70,6 +71,8 @@ def finish_request(response: Response) -> Response:
     headers = response.headers
     headers["X-Request-ID"] = request_id
     headers["X-Content-Type-Options"] = "nosniff"
+    if headers.get("Content-Type", "").startswith("text/html"):
+        secure(response)  # the pages: a Content-Security-Policy, no framing
     caller = state.get("caller")
     if caller is not None and "Cache-Control" not in headers:
         # data for one caller: caches may keep it only privately, and must revalidate (ETag)

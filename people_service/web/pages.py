@@ -1,0 +1,117 @@
+"""HTML pages: the browser assets the service serves itself and the headers every page carries."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from functools import cache
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from flask import Blueprint, current_app, render_template, request, send_from_directory, url_for
+from werkzeug.wrappers import Response
+
+STATIC = Path(__file__).resolve().parent.parent / "static"
+VENDOR = STATIC / "vendor"
+YEAR = 365 * 24 * 3600
+
+bp = Blueprint("assets", __name__)
+
+
+@cache
+def vendored() -> dict:
+    """The vendored npm packages: name -> {version, license, integrity, files}."""
+    return json.loads((VENDOR / "manifest.json").read_text())
+
+
+@cache
+def _fingerprint(filename: str) -> str:
+    return hashlib.sha256((STATIC / filename).read_bytes()).hexdigest()[:16]
+
+
+@bp.get("/static/<path:filename>")
+def asset(filename: str):
+    """A file of people_service/static; URLs the pages use never change content, so they are
+    cached for a year (vendored files sit in versioned folders, ours carry a content hash)."""
+    immutable = filename.startswith("vendor/") or "v" in request.args
+    response = send_from_directory(STATIC, filename, max_age=YEAR if immutable else None)
+    if immutable:
+        response.cache_control.immutable = True
+    return response
+
+
+@bp.app_template_global()
+def asset_url(filename: str) -> str:
+    """The URL of one of our own static files, with its content hash for caching."""
+    return url_for("assets.asset", filename=filename, v=_fingerprint(filename))
+
+
+def vendor_url(package: str, path: str, base: str = "") -> str:
+    """The URL of a file of a vendored npm package: ours, or under `base` (an npm CDN such as
+    https://cdn.jsdelivr.net/npm, which lays packages out the same way)."""
+    spec = f"{package}@{vendored()[package]['version']}"
+    if base:
+        return f"{base.rstrip('/')}/{spec}/{path}"
+    return url_for("assets.asset", filename=f"vendor/{spec}/{path}")
+
+
+def source_of(base: str) -> str:
+    """The CSP source of an asset base URL: its origin ('' for this server's own paths)."""
+    parts = urlsplit(base)
+    if not parts.netloc:
+        return ""
+    return f"{parts.scheme}://{parts.netloc}" if parts.scheme else parts.netloc
+
+
+def content_security_policy(*, inline_styles: bool = False, origin: str = "") -> str:
+    """A policy that allows this server's own scripts, styles, images and fetches, no inline
+    script, and inline styles only where a vendored page sets them (React apps do).
+    `origin` is a CDN the assets may also come from."""
+    extra = f" {origin}" if origin else ""
+    scripts = "'self'" + extra
+    styles = "'self'" + (" 'unsafe-inline'" if inline_styles else "") + extra
+    return "; ".join(
+        (
+            "default-src 'none'",
+            f"script-src {scripts}",
+            f"style-src {styles}",
+            f"img-src 'self' data:{extra}",
+            f"font-src 'self' data:{extra}",
+            "connect-src 'self'",
+            "manifest-src 'self'",
+            "base-uri 'none'",
+            "form-action 'none'",
+            "frame-ancestors 'none'",
+        )
+    )
+
+
+DEFAULT_POLICY = content_security_policy()
+
+
+def secure(response: Response) -> Response:
+    """The security headers of an HTML page (a page that set its own policy keeps it)."""
+    headers = response.headers
+    headers.setdefault("Content-Security-Policy", DEFAULT_POLICY)
+    headers.setdefault("X-Frame-Options", "DENY")
+    headers.setdefault("Referrer-Policy", "no-referrer")
+    headers.setdefault("Cross-Origin-Opener-Policy", "same-origin")
+    return response
+
+
+def rendered(name: str, context) -> str:
+    """Template `name` rendered once per app with what `context()` returns: the pages depend
+    only on the configuration."""
+    pages = current_app.extensions.setdefault("people_service.pages", {})
+    if name not in pages:
+        pages[name] = render_template(name, **context())
+    return pages[name]
+
+
+def html_response(body: str, policy: str | None = None) -> Response:
+    """An HTML page, which varies with Accept (the same URL answers JSON to programs)."""
+    response = Response(body, content_type="text/html; charset=utf-8")
+    response.headers["Vary"] = "Accept"
+    if policy:
+        response.headers["Content-Security-Policy"] = policy
+    return response
