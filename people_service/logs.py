@@ -115,7 +115,7 @@ def install(stream=None, level: int = logging.INFO) -> None:
             return
         from .web.lifecycle import RequestIdFilter  # the request id of the line, if any
 
-        output = logging.StreamHandler(stream or sys.stderr)
+        output = logging.StreamHandler(stream) if stream else _Stderr()
         output.setFormatter(_Formatters())
         producer = DroppingQueueHandler(queue.Queue(QUEUE_SIZE))
         producer.addFilter(RequestIdFilter())
@@ -145,6 +145,22 @@ def _stop() -> None:
 def operator_configured() -> bool:
     """Whether whoever runs the app set up logging (handlers on the root or our logger)."""
     return bool(logging.getLogger().handlers or logging.getLogger("people_service").handlers)
+
+
+class _Stderr(logging.StreamHandler):
+    """Writes to whatever sys.stderr is when a line is written (a test or a daemonizing
+    server may have replaced the one there was at start-up)."""
+
+    def __init__(self):
+        super().__init__(sys.stderr)
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value):
+        pass
 
 
 class _Formatters(logging.Formatter):
