@@ -35,6 +35,8 @@ DEFAULTS: dict[str, object] = {
     "GRAPHQL_MAX_DEPTH": 10,
     # largest estimated GraphQL cost (nodes that can come back) allowed
     "GRAPHQL_MAX_COST": 5000,
+    # most aliases one GraphQL operation may use, counted through its fragments
+    "GRAPHQL_MAX_ALIASES": 30,
     # largest request body, in bytes
     "MAX_BODY_BYTES": 1 << 20,
     # level of the people_service loggers (the access log is INFO)
@@ -92,7 +94,13 @@ def check(config: dict) -> None:
         )
     if str(config["LOG_LEVEL"]).upper() not in LOG_LEVELS:
         raise ConfigError(f"{PREFIX}LOG_LEVEL must be one of {', '.join(LOG_LEVELS)}")
-    for name in ("TOKEN_TTL", "GRAPHQL_MAX_DEPTH", "GRAPHQL_MAX_COST", "MAX_BODY_BYTES"):
+    for name in (
+        "TOKEN_TTL",
+        "GRAPHQL_MAX_DEPTH",
+        "GRAPHQL_MAX_COST",
+        "GRAPHQL_MAX_ALIASES",
+        "MAX_BODY_BYTES",
+    ):
         if not isinstance(config[name], int) or config[name] < 1:
             raise ConfigError(f"{PREFIX}{name} must be a positive integer")
     storage = str(config["RATE_LIMIT_STORAGE"])
