@@ -17,7 +17,8 @@ DEFAULTS: dict[str, object] = {
     "TOKEN_TTL": 3600,
     # default limit of every API key and user, read at request time
     "RATE_LIMIT": "600/minute",
-    # limit of requests without valid credentials, per client address
+    # limit of requests without valid credentials, per client address; also of the GraphQL
+    # queries each caller gets refused as too complex (they cost the caller nothing)
     "ANONYMOUS_RATE_LIMIT": "60/minute",
     # limit of the token handshake, per client address and username
     "AUTH_RATE_LIMIT": "10/minute",

@@ -234,6 +234,33 @@ def test_callers_over_their_limit_are_refused_before_the_document_is_read(tmp_pa
         close_app(app)
 
 
+def test_refused_queries_are_free_but_not_unlimited(tmp_path, monkeypatch):
+    """Refusals cost the caller nothing, yet measuring them is work: past ANONYMOUS_RATE_LIMIT
+    refusals, the caller's queries get 429 before they are read."""
+    from .conftest import close_app, make_app, new_key
+
+    app = make_app(tmp_path, RATE_LIMIT="100/day", ANONYMOUS_RATE_LIMIT="2/day")
+    try:
+        client, headers = app.test_client(), {"X-API-Key": new_key(app, "k")}
+        too_big = {"query": "{ people(limit: 1000) { friends(limit: 100) { id } } }"}
+        for _ in range(2):
+            refused = client.post("/graphql", json=too_big, headers=headers)
+            assert refused.json["errors"][0]["extensions"]["code"] == "QUERY_TOO_COMPLEX"
+            assert refused.headers["X-RateLimit-Remaining"] == "100"
+        parsed = []
+        original = rules.parse_document
+        monkeypatch.setattr(
+            rules, "parse_document", lambda text: parsed.append(text) or original(text)
+        )
+        cheap = client.post("/graphql", json={"query": "{ me { name } }"}, headers=headers)
+        assert cheap.status_code == 429 and parsed == []
+        assert cheap.json["errors"][0]["message"].startswith("Too many queries refused")
+        assert int(cheap.headers["Retry-After"]) > 0
+        assert client.get("/me", headers=headers).status_code == 200  # REST is not affected
+    finally:
+        close_app(app)
+
+
 def test_aliases_and_fragments_on_two_levels_batch_per_level(gql, store, crowd):
     """Statements grow with depth only: aliases and fragments reuse a level's batch."""
     gql("{ me { name } }")  # the caller's key is looked up once, then cached

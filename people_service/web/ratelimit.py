@@ -48,6 +48,17 @@ def caller_limit() -> str:
     return caller.rate_limit or config["RATE_LIMIT"]
 
 
+LIMIT_DETAIL = "Rate limit exceeded ({item}); retry after the Retry-After seconds."
+REFUSALS_DETAIL = (
+    "Too many queries refused as too complex ({item}); retry after the Retry-After seconds."
+)
+
+
+def refused_key(key: str) -> str:
+    """The counter of a caller's refused queries."""
+    return "refused:" + key
+
+
 def prices_itself(endpoint: str) -> bool:
     """Whether the endpoint's view charges its own cost (GraphQL: the query's estimated cost,
     known only once the caller is authenticated and the document measured)."""
@@ -81,9 +92,9 @@ class RateLimits:
 
     Most requests cost 1, charged before the view runs. A view that prices itself (GraphQL)
     is charged by `charge(cost)` once it knows the cost; before it runs, a caller without a
-    single unit left is refused. A refused request (429, or a query over the caller's whole
-    window) is charged nothing in any window; an answer that never reached `charge` (an
-    error) costs 1.
+    single unit left is refused. A refused request (429, or a query over one of its limits)
+    is charged nothing in any of the caller's windows; refused queries count in a window of
+    their own (see `waive`). An answer that never reached `charge` (an error) costs 1.
     """
 
     def __init__(self, app, *, unlimited=frozenset(), handshake=frozenset()):
@@ -173,6 +184,10 @@ class RateLimits:
             g.rate_limit = (short or items[0], key)
             if short is not None:
                 raise self._refusal(short, key)
+            refusals = parsed(current_app.config["ANONYMOUS_RATE_LIMIT"])
+            short = self._short(refusals, refused_key(key), 1)
+            if short is not None:
+                raise self._refusal(short, refused_key(key), REFUSALS_DETAIL)
             g.rate_limit_due = (limit, key)
             return
         item, ok = self._charge(limit, key, 1)
@@ -201,8 +216,15 @@ class RateLimits:
             raise self._refusal(item, key)
 
     def waive(self) -> None:
-        """This request was refused before it ran (a limit of the query): it costs nothing."""
-        g.pop("rate_limit_due", None)
+        """This request was refused before it ran (a limit of the query): it costs nothing.
+
+        Measuring it took work all the same (up to a quarter of a second of CPU for 2,000
+        tokens), so refusals count in a window of their own per caller, at the rate of
+        requests without credentials: past it, the caller's queries get 429 unread.
+        """
+        due = g.pop("rate_limit_due", None)
+        if due is not None:
+            self._charge(current_app.config["ANONYMOUS_RATE_LIMIT"], refused_key(due[1]), 1)
 
     def _stats(self, item, key: str) -> dict:
         try:
@@ -215,13 +237,12 @@ class RateLimits:
             "X-RateLimit-Reset": str(math.ceil(reset)),
         }
 
-    def _refusal(self, item, key: str) -> RateLimited:
+    def _refusal(self, item, key: str, detail: str = LIMIT_DETAIL) -> RateLimited:
         # Remaining stays as it is: a costly query can be refused while cheaper ones still fit
         headers = self._stats(item, key)
         wait = int(headers["X-RateLimit-Reset"]) - time.time()
         headers["Retry-After"] = str(max(1, math.ceil(wait)))
-        detail = f"Rate limit exceeded ({item}); retry after the Retry-After seconds."
-        return RateLimited(detail, headers=headers)
+        return RateLimited(detail.format(item=item), headers=headers)
 
     def add_headers(self, response):
         due = g.pop("rate_limit_due", None)
