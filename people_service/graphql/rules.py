@@ -57,6 +57,7 @@ MAX_TOKENS = 2000
 MAX_NESTING = 100
 # Counts saturate here: a refusal needs no exact figure beyond it, and numbers stay small.
 CEILING = 10**9
+NESTED_TOO_DEEPLY = "The query is nested too deeply."
 # What one list field without a `limit` argument counts (the schema has none so far).
 UNBOUNDED_LIST = 100
 # The introspection type of each kind of schema element the introspection walk visits.
@@ -107,9 +108,6 @@ def parse_document(text: str):
         if "nested too deeply" in error.message:
             raise TooComplex(NESTED_TOO_DEEPLY) from None
         raise ParseFailed(error) from None
-
-
-NESTED_TOO_DEEPLY = "The query is nested too deeply."
 
 
 class Shape(NamedTuple):
