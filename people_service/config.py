@@ -18,7 +18,8 @@ DEFAULTS: dict[str, object] = {
     "TOKEN_TTL": 3600,
     # default limit of every API key and user, read at request time
     "RATE_LIMIT": "600/minute",
-    # limit of requests without valid credentials, per client address
+    # limit of requests without valid credentials, per client address; also of the GraphQL
+    # queries each caller gets refused as too complex (they cost the caller nothing)
     "ANONYMOUS_RATE_LIMIT": "60/minute",
     # limit of the token handshake, per client address and username
     "AUTH_RATE_LIMIT": "10/minute",
@@ -39,6 +40,8 @@ DEFAULTS: dict[str, object] = {
     "GRAPHQL_MAX_DEPTH": 10,
     # largest estimated GraphQL cost (nodes that can come back) allowed
     "GRAPHQL_MAX_COST": 5000,
+    # most aliases one GraphQL operation may use, counted through its fragments
+    "GRAPHQL_MAX_ALIASES": 30,
     # largest request body, in bytes
     "MAX_BODY_BYTES": 1 << 20,
     # level of the people_service loggers (the access log is INFO)
@@ -103,8 +106,14 @@ def check(config: dict) -> None:
         )
     if str(config["LOG_LEVEL"]).upper() not in LOG_LEVELS:
         raise ConfigError(f"{PREFIX}LOG_LEVEL must be one of {', '.join(LOG_LEVELS)}")
-    numbers = ("TOKEN_TTL", "GRAPHQL_MAX_DEPTH", "GRAPHQL_MAX_COST", "MAX_BODY_BYTES")
-    for name in (*numbers, "USAGE_FLUSH_SECONDS"):
+    for name in (
+        "TOKEN_TTL",
+        "GRAPHQL_MAX_DEPTH",
+        "GRAPHQL_MAX_COST",
+        "GRAPHQL_MAX_ALIASES",
+        "MAX_BODY_BYTES",
+        "USAGE_FLUSH_SECONDS",
+    ):
         if not isinstance(config[name], int) or config[name] < 1:
             raise ConfigError(f"{PREFIX}{name} must be a positive integer")
     check_storage(str(config["RATE_LIMIT_STORAGE"]))

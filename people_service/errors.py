@@ -64,6 +64,17 @@ class Conflict(ServiceError):
     default_detail = "The request conflicts with stored data."
 
 
+class QueryTooComplex(BadRequest):
+    """A GraphQL document over a limit (size, depth, aliases, cost, the caller's whole window).
+
+    It is refused before it runs and charged nothing; as a GraphQL request error it is 400
+    under application/graphql-response+json and 200 under application/json.
+    """
+
+    graphql_code = "QUERY_TOO_COMPLEX"
+    default_detail = "The query is over a limit; it was not run."
+
+
 class PreconditionFailed(ServiceError):
     status, graphql_code = 412, "BAD_REQUEST"
     default_detail = "The resource has changed since the ETag given in If-Match."

@@ -60,11 +60,14 @@ def test_cost_multiplies_list_limits_and_uses_variables(gql, crowd):
 
 
 def test_aliases_count_towards_cost(gql, crowd):
-    def aliased(count):
-        return "{ " + " ".join(f"a{i}: people(limit: 100) {{ id }}" for i in range(count)) + " }"
+    def aliased(count, extra=""):
+        fields = " ".join(f"a{i}: people(limit: 1000) {{ id }}" for i in range(count))
+        return "{ " + fields + extra + " }"
 
-    assert "errors" not in gql(aliased(50)).json  # 5000
-    assert codes(gql(aliased(51))) == ["QUERY_TOO_COMPLEX"]
+    assert "errors" not in gql(aliased(5)).json  # 5000
+    refused = gql(aliased(5, ' b: person(id: "1") { id }'))  # 5001
+    assert codes(refused) == ["QUERY_TOO_COMPLEX"]
+    assert refused.json["errors"][0]["message"].startswith("The query could return 5001 objects")
 
 
 def test_more_than_2000_tokens_is_refused(gql):
@@ -137,14 +140,15 @@ def test_graphql_is_charged_its_cost_by_the_rate_limit(client, headers, crowd):
             headers=headers,
         )
     )
-    assert after - refused == 1  # refused before it runs: charged 1, not 101000
+    assert after - refused == 0  # refused before it runs: charged nothing, not 101000
 
 
 def test_statements_grow_with_depth_not_with_people(gql, store, crowd):
-    """No N+1: 40 people with 400 friends and 4000 friends-of-friends in as many statements as 4."""
+    """No N+1: 40 people with 400 friends and 3600 friends-of-friends in as many statements as 4."""
 
     def query(limit):
-        friends = "friends(limit: 10) { name friends(limit: 10) { name } }"
+        # distinct limits per level: an answer for the same field and limit is reused anywhere
+        friends = "friends(limit: 10) { name friends(limit: 9) { name } }"
         return f"{{ people(limit: {limit}) {{ name {friends} }} }}"
 
     results = {}
@@ -161,7 +165,7 @@ def test_statements_grow_with_depth_not_with_people(gql, store, crowd):
     # people, their friends, the friends of those; and on PostgreSQL, which keeps no cache of
     # callers (nothing there tells other machines at once of a revocation), the caller's key
     assert many == (3 if ACTIVE["backend"] == "sqlite" else 4)
-    assert sum(len(f["friends"]) for p in results[40] for f in p["friends"]) == 4000
+    assert sum(len(f["friends"]) for p in results[40] for f in p["friends"]) == 3600
     first = results[40][0]
     assert [f["name"] for f in first["friends"]] == [f"P{i}" for i in range(2, 12)]
 
@@ -185,3 +189,341 @@ def test_repeated_documents_are_parsed_and_validated_once(gql, crowd):
     assert rules.parse_document.cache_info().misses == parsed.misses + 1  # parsed once
     assert view._validate.cache_info().misses == validated.misses + 1
     assert view._validate.cache_info().hits == validated.hits + 2
+
+
+# -- the limits hold against an attacker (issue 10) ------------------------------------------
+
+
+def fan_out(levels: int, leaf: str = "me { name }") -> str:
+    """A document whose fragments each spread the next one twice: 2^levels spreads, ~1 KB."""
+    parts = ["query { ...F0 }"]
+    parts += [f"fragment F{i} on Query {{ ...F{i + 1} ...F{i + 1} }}" for i in range(levels)]
+    parts.append(f"fragment F{levels} on Query {{ {leaf} }}")
+    return " ".join(parts)
+
+
+def test_anonymous_requests_are_refused_before_the_document_is_read(client, monkeypatch):
+    parsed = []
+    original = rules.parse_document
+    monkeypatch.setattr(rules, "parse_document", lambda text: parsed.append(text) or original(text))
+    response = client.post("/graphql", json={"query": fan_out(23) + f" # {uuid.uuid4()}"})
+    assert response.status_code == 401
+    assert response.json["errors"][0]["extensions"]["code"] == "UNAUTHENTICATED"
+    assert parsed == []
+
+
+def test_callers_over_their_limit_are_refused_before_the_document_is_read(tmp_path, monkeypatch):
+    from .conftest import close_app, make_app, new_key
+
+    app = make_app(tmp_path, RATE_LIMIT="2/day")
+    try:
+        client, headers = app.test_client(), {"X-API-Key": new_key(app, "k")}
+        for _ in range(2):
+            assert client.post("/graphql", json={"query": "{ me { name } }"}, headers=headers)
+        parsed = []
+        original = rules.parse_document
+        monkeypatch.setattr(
+            rules, "parse_document", lambda text: parsed.append(text) or original(text)
+        )
+        query = fan_out(23) + f" # {uuid.uuid4()}"  # a text no cache has seen
+        refused = client.post("/graphql", json={"query": query}, headers=headers)
+        assert refused.status_code == 429
+        assert refused.json["errors"][0]["extensions"]["code"] == "RATE_LIMITED"
+        assert parsed == []
+    finally:
+        close_app(app)
+
+
+def test_refused_queries_are_free_but_not_unlimited(tmp_path, monkeypatch):
+    """Refusals cost the caller nothing, yet measuring them is work: past ANONYMOUS_RATE_LIMIT
+    refusals, the caller's queries get 429 before they are read."""
+    from .conftest import close_app, make_app, new_key
+
+    app = make_app(tmp_path, RATE_LIMIT="100/day", ANONYMOUS_RATE_LIMIT="2/day")
+    try:
+        client, headers = app.test_client(), {"X-API-Key": new_key(app, "k")}
+        too_big = {"query": "{ people(limit: 1000) { friends(limit: 100) { id } } }"}
+        for _ in range(2):
+            refused = client.post("/graphql", json=too_big, headers=headers)
+            assert refused.json["errors"][0]["extensions"]["code"] == "QUERY_TOO_COMPLEX"
+            assert refused.headers["X-RateLimit-Remaining"] == "100"
+        parsed = []
+        original = rules.parse_document
+        monkeypatch.setattr(
+            rules, "parse_document", lambda text: parsed.append(text) or original(text)
+        )
+        cheap = client.post("/graphql", json={"query": "{ me { name } }"}, headers=headers)
+        assert cheap.status_code == 429 and parsed == []
+        assert cheap.json["errors"][0]["message"].startswith("Too many queries refused")
+        assert int(cheap.headers["Retry-After"]) > 0
+        assert client.get("/me", headers=headers).status_code == 200  # REST is not affected
+    finally:
+        close_app(app)
+
+
+def test_aliases_and_fragments_on_two_levels_batch_per_level(gql, store, crowd):
+    """Statements grow with depth only: aliases and fragments reuse a level's batch."""
+    gql("{ me { name } }")  # the caller's key is looked up once, then cached
+    base = count_statements(store, lambda: gql("{ people(limit: 40) { id } }"))
+    # distinct limits per level: an answer for the same field and limit is reused anywhere
+    queries = [
+        "{ people(limit: 40) { a: friends(limit: 5) { id }"
+        " b: friends(limit: 5) { friends(limit: 4) { id } } } }",
+        "{ people(limit: 40) { ...One } }"
+        " fragment One on Person { a: friends(limit: 5) { ...Two }"
+        " b: friends(limit: 5) { ...Two } }"
+        " fragment Two on Person { x: friends(limit: 4) { id } y: friends(limit: 4) { name } }",
+        "{ people(limit: 40) { ... on Person { a: friends(limit: 5) { id } } ...More } }"
+        " fragment More on Person { b: friends(limit: 5) { c: friends(limit: 4) { id }"
+        " ... on Person { d: friends(limit: 4) { name } } } }",
+    ]
+    for query in queries:
+        results = []
+        statements = count_statements(store, lambda q=query, r=results: r.append(gql(q).json))
+        assert "errors" not in results[0], results[0]
+        assert statements == base + 2, query  # people, their friends, the friends of those
+
+
+def test_a_batch_only_fetches_for_the_objects_that_asked(gql, crowd, monkeypatch):
+    """A sibling list never widens a batch: `b`'s friends are fetched for person 1 only."""
+    from people_service.graphql import resolvers
+
+    asked = []
+    original = resolvers.service.friends_of
+
+    def recording(store, ids, limit):
+        asked.append(sorted(ids, key=int))
+        return original(store, ids, limit)
+
+    monkeypatch.setattr(resolvers.service, "friends_of", recording)
+    query = (
+        '{ a: people(limit: 40) { id } b: person(id: "1") { friends(limit: 2) { name'
+        " friends(limit: 2) { id } } } c: people(limit: 3) { friends(limit: 2) { id } } }"
+    )
+    response = gql(query)
+    assert "errors" not in response.json
+    assert asked and all(len(ids) <= 3 for ids in asked), asked  # never the 40 people of `a`
+
+
+# -- on the real server ---------------------------------------------------------------------
+
+
+def fresh_key(server, limit: str = "1000000/day") -> dict:
+    """A new key with its own limit: a day's window with nothing before it counts exactly."""
+    from .conftest import cli
+
+    created = cli(
+        "keys", "create", "--name", f"k{uuid.uuid4().hex[:10]}", "--rate-limit", limit, db=server.db
+    )
+    assert created.returncode == 0, created.stderr
+    return {"X-API-Key": created.stdout.split()[-1]}
+
+
+def post(server, headers, query, variables=None):
+    body = {"query": query} if variables is None else {"query": query, "variables": variables}
+    return server.request("POST", "/graphql", json=body, headers=headers)
+
+
+def charged(response, amount: int = 1000000) -> int:
+    return amount - int(response.headers["X-RateLimit-Remaining"])
+
+
+def chain(length: int) -> str:
+    """Fragments that each spread the next: nesting without fields."""
+    parts = ["query { ...C0 }"]
+    parts += [f"fragment C{i} on Query {{ ...C{i + 1} }}" for i in range(length)]
+    parts.append(f"fragment C{length} on Query {{ me {{ name }} }}")
+    return " ".join(parts)
+
+
+HOSTILE = {
+    # 2^23 spreads in 905 bytes: 27 s to answer, even 401, when fragments were walked per spread
+    "fan-out": (fan_out(23), "QUERY_TOO_COMPLEX"),
+    # 490 fields of one name: graphql-core's overlap check spent 2 s on it by default
+    "repeated-fields": ("{ " + "me { name } " * 490 + "}", "QUERY_TOO_COMPLEX"),
+    # fragments nested 150 deep: deeper than a walk may recurse
+    "fragment-chain": (chain(150), "QUERY_TOO_COMPLEX"),
+}
+
+
+@pytest.mark.parametrize("authenticated", [False, True], ids=["no-credentials", "with-key"])
+@pytest.mark.parametrize("shape", list(HOSTILE))
+def test_hostile_documents_are_decided_in_seconds(demo_server, authenticated, shape):
+    import time
+
+    query, code = HOSTILE[shape]
+    assert len(query) < 8000
+    headers = demo_server.headers if authenticated else {}
+    started = time.monotonic()
+    response = post(demo_server, headers, query)
+    elapsed = time.monotonic() - started
+    assert elapsed < 5, f"{elapsed:.1f} s"
+    expected = (code, 200) if authenticated else ("UNAUTHENTICATED", 401)
+    assert (response.json()["errors"][0]["extensions"]["code"], response.status_code) == expected
+    assert demo_server.request("GET", "/health", timeout=5).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("query", "variables", "cost"),
+    [
+        ("{ people { id } }", None, 100),  # omitted: the schema's default
+        ("{ people(limit: 7) { id } }", None, 7),  # literal
+        ("query Q($n: Int) { people(limit: $n) { id } }", {"n": 7}, 7),  # variable
+        ("query Q($n: Int = 7) { people(limit: $n) { id } }", {}, 7),  # defaulted variable
+        ("query Q($n: Int) { people(limit: $n) { id } }", {}, 100),  # variable left out
+        ("query Q($n: Int) { people(limit: $n) { id } }", {"n": 7.0}, 7),  # float variable
+        ("{ people(limit: null) { id } }", None, 100),  # null: the service's default
+        ('{ person(id: "1") { friends { id } } }', None, 1 + 10),  # nested, omitted
+        ('query Q($n: Int!) { person(id: "1") { friends(limit: $n) { id } } }', {"n": 2.0}, 3),
+        (
+            "query Q($no: Boolean!) { a: people(limit: 4) { id } b: people(limit: 9) @skip(if: $no)"
+            " { id } }",
+            {"no": True},
+            4,
+        ),  # skipped as the directive says
+    ],
+    ids=[
+        "omitted",
+        "literal",
+        "variable",
+        "defaulted-variable",
+        "variable-left-out",
+        "float-variable",
+        "null",
+        "nested-omitted",
+        "nested-float",
+        "skipped",
+    ],
+)
+def test_each_way_of_giving_a_limit_is_charged_what_runs(demo_server, query, variables, cost):
+    response = post(demo_server, fresh_key(demo_server), query, variables)
+    body = response.json()
+    assert "errors" not in body, body
+    assert charged(response) == cost
+    people = body["data"].get("people") or body["data"].get("a") or [body["data"]["person"]]
+    assert len(people) <= cost
+
+
+def test_an_omitted_limit_no_longer_hides_a_huge_query(demo_server):
+    query = "{ people { friends { friends { friends { friends { friends { name } } } } } } }"
+    response = post(demo_server, demo_server.headers, query)
+    body = response.json()
+    assert "data" not in body
+    assert body["errors"][0]["extensions"]["code"] == "QUERY_TOO_COMPLEX"
+
+
+def count_objects(value) -> int:
+    if isinstance(value, dict):
+        return 1 + sum(count_objects(item) for item in value.values())
+    if isinstance(value, list):
+        return sum(count_objects(item) for item in value)
+    return 0
+
+
+def test_introspection_is_charged_the_objects_it_returns(demo_server):
+    small = post(demo_server, fresh_key(demo_server), "{ __schema { types { name } } }")
+    assert charged(small) == count_objects(small.json()["data"]) - 1  # less the data object
+    full = post(demo_server, fresh_key(demo_server), get_introspection_query())
+    assert "errors" not in full.json()
+    assert charged(full) == count_objects(full.json()["data"]) - 1
+    assert 100 < charged(full) < 600  # the explorer can load the schema with the default limit
+
+
+def schema_walk() -> tuple[str, str]:
+    """The standard introspection query's `__schema { ... }` selection, and its fragments."""
+    text = get_introspection_query()
+    start = text.index("{", text.index("__schema"))
+    depth = 0
+    for end in range(start, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[end], 0)
+        if depth == 0:
+            break
+    return text[start : end + 1], text[text.index("fragment") :]
+
+
+def test_many_introspection_aliases_are_refused(demo_server):
+    selection, fragments = schema_walk()
+    for count in (50, 20):  # 50: over the alias cap; 20: within it, over the cost limit
+        aliases = " ".join(f"s{i}: __schema {selection}" for i in range(count))
+        response = post(demo_server, demo_server.headers, "query { " + aliases + " }" + fragments)
+        body = response.json()
+        assert "data" not in body, count
+        assert {e["extensions"]["code"] for e in body["errors"]} == {"QUERY_TOO_COMPLEX"}
+
+
+def test_the_alias_cap(demo_server):
+    def aliased(count):
+        return "{ " + " ".join(f"a{i}: me {{ name }}" for i in range(count)) + " }"
+
+    assert "errors" not in post(demo_server, demo_server.headers, aliased(30)).json()
+    refused = post(demo_server, demo_server.headers, aliased(31)).json()
+    assert refused["errors"][0]["extensions"]["code"] == "QUERY_TOO_COMPLEX"
+    assert refused["errors"][0]["message"] == "The query has 31 aliases; the limit is 30."
+
+
+def test_a_query_above_the_whole_window_is_too_complex_and_costs_nothing(demo_server):
+    headers = fresh_key(demo_server, "600/minute")
+    refused = post(demo_server, headers, "{ people(limit: 700) { id } }")
+    assert refused.status_code == 200
+    error = refused.json()["errors"][0]
+    assert error["extensions"]["code"] == "QUERY_TOO_COMPLEX"
+    assert "600/minute" in error["message"]
+    assert "Retry-After" not in refused.headers
+    strict = post(
+        demo_server,
+        {**headers, "Accept": "application/graphql-response+json"},
+        "{ people(limit: 601) { id } }",
+    )
+    assert strict.status_code == 400
+    after = post(demo_server, headers, "{ people(limit: 5) { id } }")
+    assert after.status_code == 200
+    assert after.headers["X-RateLimit-Remaining"] == "595"  # the refused ones cost nothing
+
+
+def test_a_later_window_refusing_charges_no_earlier_window(demo_server):
+    headers = fresh_key(demo_server, "100/day;3/hour")
+    first = post(demo_server, headers, "{ people(limit: 2) { id } }")
+    assert first.status_code == 200 and first.headers["X-RateLimit-Remaining"] == "98"
+    refused = post(demo_server, headers, "{ people(limit: 2) { id } }")  # the hour has 1 left
+    assert refused.status_code == 429
+    assert refused.headers["X-RateLimit-Limit"] == "3" and "Retry-After" in refused.headers
+    last = post(demo_server, headers, '{ person(id: "1") { id } }')
+    assert last.status_code == 200
+    assert last.headers["X-RateLimit-Remaining"] == "97"  # the day was not charged for the 429
+
+
+def test_a_document_nested_past_the_parser_is_too_complex(demo_server):
+    for query in (
+        "{ a " * 1000 + "}" * 1000,
+        "{ people(name: " + "[" * 300 + "]" * 300 + ") { id } }",
+        "{ me " + "{ a " * 150 + "}" * 151,
+    ):
+        body = post(demo_server, demo_server.headers, query).json()
+        assert [e["extensions"]["code"] for e in body["errors"]] == ["QUERY_TOO_COMPLEX"], query
+
+
+def test_no_suggestions_when_introspection_is_off(tmp_path):
+    from .conftest import ServerProcess, database
+
+    queries = [
+        ('{ persn(id: "1") { name } }', None),
+        ('{ person(idd: "1") { name } }', None),
+        ('{ person(id: "1") { nme } }', None),
+        ("query Q($p: PersonInpt!) { me { name } }", None),
+        ('mutation { createPerson(input: {nme: "x"}) { id } }', None),
+        ("mutation M($p: PersonInput!) { createPerson(input: $p) { id } }", {"p": {"nme": "x"}}),
+    ]
+    for introspection in ("false", "true"):
+        directory = tmp_path / introspection
+        directory.mkdir()
+        env = {"PEOPLE_SERVICE_INTROSPECTION": introspection}
+        server = ServerProcess(database(directory), env=env).start()
+        try:
+            headers = {"X-API-Key": server.wait_for_output(lambda line: line.startswith("ps_"))}
+            texts = [post(server, headers, q, v).text for q, v in queries]
+        finally:
+            server.stop()
+        assert all('"errors"' in text for text in texts), texts
+        hinted = [text for text in texts if "Did you mean" in text]
+        # on, every query above gets a suggestion; off, none may reveal a name
+        assert len(hinted) == (len(texts) if introspection == "true" else 0), hinted

@@ -7,8 +7,7 @@ from functools import lru_cache
 
 from ariadne import graphql_sync
 from flask import Blueprint, current_app, g, request
-from graphql import GraphQLError, OperationType, get_operation_ast, validate
-from werkzeug.exceptions import HTTPException
+from graphql import GraphQLError, OperationType, get_operation_ast, specified_rules, validate
 from werkzeug.wrappers import Response
 
 from ..errors import (
@@ -20,7 +19,7 @@ from ..errors import (
     UnsupportedMediaType,
     graphql_code,
 )
-from ..web import get_store
+from ..web import get_store, services
 from ..web.caller import authenticate
 from ..web.jsonio import dump_json, json_body, parse_json
 from ..web.negotiation import HTML, negotiate
@@ -59,6 +58,11 @@ def response_type() -> str:
     return media
 
 
+def reads_url() -> bool:
+    """GET and HEAD take the request from the URL, run only queries and answer alike."""
+    return request.method in ("GET", "HEAD")
+
+
 def request_data() -> dict:
     """The GraphQL request (query, variables, operationName) of this HTTP request, once."""
     if "graphql_request" not in g:
@@ -67,7 +71,7 @@ def request_data() -> dict:
 
 
 def _read_request() -> dict:
-    if request.method == "GET":
+    if reads_url():
         args = request.args
         variables = args.get("variables")
         extensions = args.get("extensions")
@@ -101,49 +105,26 @@ def _read_request() -> dict:
     return data
 
 
-def checked_document():
-    """(document, cost, error) of this request, once: the limiter and the view both need it.
-
-    `error` is the parse error (document None) or the limit the document breaks.
-    """
-    if "graphql_checked" not in g:
-        data = request_data()
-        config = current_app.config
-        limits_of = (config["GRAPHQL_MAX_DEPTH"], config["GRAPHQL_MAX_COST"])
-        variables = data.get("variables")
-        if variables:
-            g.graphql_checked = _check(
-                data["query"], data.get("operationName"), variables, *limits_of
-            )
-        else:  # the usual GET: the same text always measures the same
-            g.graphql_checked = _check_cached(data["query"], data.get("operationName"), *limits_of)
-    return g.graphql_checked
-
-
-def _check(text: str, operation_name, variables, max_depth: int, max_cost: int):
-    try:
-        document = rules.parse_document(text)
-    except GraphQLError as error:
-        return None, 1, error
-    schema = executable_schema()
-    try:
-        cost = rules.check(schema, document, operation_name, variables, max_depth, max_cost)
-    except rules.TooComplex as error:
-        return document, 1, error
-    return document, cost, None
+def check_limits(schema, document, data: dict, budget) -> tuple[tuple, int]:
+    """(errors, cost) of the request's document against every limit; see rules.Meter."""
+    config = current_app.config
+    limits = {
+        "max_depth": config["GRAPHQL_MAX_DEPTH"],
+        "max_aliases": config["GRAPHQL_MAX_ALIASES"],
+        "max_cost": config["GRAPHQL_MAX_COST"],
+        "budget": rules.Budget(*budget),
+    }
+    variables = data.get("variables")
+    if variables:
+        return rules.check_limits(schema, document, variables, data.get("operationName"), **limits)
+    # the usual GET: the same text, operation and limits always measure the same
+    return _check_limits_cached(data["query"], data.get("operationName"), **limits)
 
 
 @lru_cache(maxsize=512)
-def _check_cached(text: str, operation_name, max_depth: int, max_cost: int):
-    return _check(text, operation_name, None, max_depth, max_cost)
-
-
-def estimate_cost() -> int:
-    """What the rate limit charges: the query's estimated cost (1 when it will be refused)."""
-    try:
-        return checked_document()[1]
-    except (ServiceError, HTTPException):
-        return 1  # a malformed request: the view answers it
+def _check_limits_cached(text: str, operation_name, **limits) -> tuple[tuple, int]:
+    document = rules.parse_document(text)
+    return rules.check_limits(executable_schema(), document, None, operation_name, **limits)
 
 
 # -- execution ------------------------------------------------------------------------------
@@ -179,8 +160,15 @@ def format_error(error: GraphQLError, debug: bool = False) -> dict:
 
 
 @lru_cache(maxsize=512)
-def _validate(schema, text: str, specified: tuple) -> tuple:
+def _validate(schema, text: str, introspection: bool) -> tuple:
+    """The specification's validation of a text; with introspection off, without suggestions
+    ("Did you mean ...?") that would reveal the schema."""
     document = rules.parse_document(text)
+    specified = specified_rules if introspection else (*specified_rules, rules.NoIntrospection)
+    errors = validate(schema, document, specified, hide_suggestions=not introspection)
+    if any(error.message == rules.VALIDATION_ABORTED for error in errors):
+        # graphql-core spent its whole work budget on this document (rules.VALIDATION_BUDGET)
+        return (rules.TooComplex("The query is too complex to validate."),)
     return tuple(
         GraphQLError(
             error.message,
@@ -188,43 +176,61 @@ def _validate(schema, text: str, specified: tuple) -> tuple:
             positions=error.positions,
             extensions={"code": "GRAPHQL_VALIDATION_FAILED"},
         )
-        for error in validate(schema, document, rules=specified)
+        for error in errors
     )
 
 
-def cached_validator(schema, document, rules=None, max_errors=None, **kwargs):
-    """Validation depends on the text only, so a known text is not validated again."""
-    return list(_validate(schema, document.loc.source.body, tuple(rules or ())))
+def validated(schema, document, rules=None, max_errors=None, **kwargs) -> list:
+    """The query validator given to Ariadne: execute() has validated the document already."""
+    return []
 
 
-def _request_errors(messages: list[GraphQLError]) -> dict:
+def _request_errors(messages) -> dict:
     return {"errors": [format_error(error) for error in messages]}
 
 
 def execute(data: dict, caller) -> tuple[dict, bool]:
-    """Run a GraphQL request; returns the result and whether it was a request error."""
+    """Run a GraphQL request; returns the result and whether it was a request error.
+
+    In order: parse, the limits (linear in the document, nothing charged when one refuses),
+    the specification's validation, then the rate limit is charged the cost and it runs.
+    """
     config = current_app.config
     schema = executable_schema()
-    document, _, error = checked_document()
-    if document is None:
+    limiter = services().limiter
+    try:
+        document = rules.parse_document(data["query"])
+    except rules.TooComplex as error:
+        limiter.waive()
         return _request_errors([error]), True
-    if request.method == "GET":
+    except GraphQLError as error:
+        return _request_errors([error]), True
+    if reads_url():
         operation = get_operation_ast(document, data.get("operationName"))
         if operation is not None and operation.operation != OperationType.QUERY:
             raise MethodNotAllowed("Mutations must be sent with POST.", headers={"Allow": "POST"})
-    if error is not None:
-        return _request_errors([error]), True
+    errors, cost = check_limits(schema, document, data, limiter.budget())
+    if errors:
+        limiter.waive()
+        return _request_errors(errors), True
+    errors = _validate(schema, data["query"], config["INTROSPECTION"])
+    if errors:
+        if isinstance(errors[0], rules.TooComplex):
+            limiter.waive()
+        return _request_errors(errors), True
+    limiter.charge(cost)
     _, result = graphql_sync(
         schema,
         data,
         context_value=Context(get_store(), caller, Batches()),
         query_document=document,
-        query_validator=cached_validator,
+        query_validator=validated,
         introspection=config["INTROSPECTION"],
         error_formatter=format_error,
         logger=quiet,
-        require_query=request.method == "GET",
+        require_query=reads_url(),
         execution_context_class=LeafExecutor,
+        hide_suggestions=not config["INTROSPECTION"],
     )
     if "data" not in result:
         return result, True
@@ -250,13 +256,14 @@ def graphql_endpoint():
     media = response_type()
     caller = authenticate()
     result, request_error = execute(request_data(), caller)
-    if request.args.get("unwrap") == "1" and request.method == "GET" and "errors" not in result:
+    if request.args.get("unwrap") == "1" and reads_url() and "errors" not in result:
         return graphql_response(result["data"], 200, media)
     status = 400 if request_error and media == GRAPHQL_RESPONSE else 200
     return graphql_response(result, status, media)
 
 
-graphql_endpoint.rate_cost = estimate_cost
+# the rate limit charges it the query's cost, once the caller and the document are known
+graphql_endpoint.prices_itself = True
 
 
 @bp.get("/graphql/schema.graphql")

@@ -27,6 +27,9 @@ STRATEGY = "sliding-window-counter"  # O(1) per hit, and a refused request is no
 SCOPE = "global"
 RETRY_STORAGE_SECONDS = 30
 SHARED = "sqlite://"  # without a path: the counters file beside the database
+# Test-then-hit of a multi-window limit holds one of these per key, so two requests of one
+# caller in one process cannot both pass the test of a window that has room for one of them.
+LOCK_STRIPES = 64
 
 
 def client_address() -> str:
@@ -49,11 +52,21 @@ def caller_limit() -> str:
     return caller.rate_limit or config["RATE_LIMIT"]
 
 
-def request_cost() -> int:
-    """What a request costs: 1, or what its view's `rate_cost()` estimates (GraphQL)."""
-    view = current_app.view_functions.get(request.endpoint or "")
-    estimate = getattr(view, "rate_cost", None)
-    return max(1, estimate()) if estimate else 1
+LIMIT_DETAIL = "Rate limit exceeded ({item}); retry after the Retry-After seconds."
+REFUSALS_DETAIL = (
+    "Too many queries refused as too complex ({item}); retry after the Retry-After seconds."
+)
+
+
+def refused_key(key: str) -> str:
+    """The counter of a caller's refused queries."""
+    return "refused:" + key
+
+
+def prices_itself(endpoint: str) -> bool:
+    """Whether the endpoint's view charges its own cost (GraphQL: the query's estimated cost,
+    known only once the caller is authenticated and the document measured)."""
+    return getattr(current_app.view_functions.get(endpoint), "prices_itself", False)
 
 
 def handshake_key() -> str:
@@ -81,13 +94,19 @@ def parsed(limit: str):
 
 
 class RateLimits:
-    """Charges every routed request to its caller in one step, with flask-limiter's storage.
+    """Charges every routed request to its caller, with flask-limiter's storage.
 
     flask-limiter's Limiter builds the storage (memory:// or redis://) and the strategy.
     Its generic per-request resolution of decorated, default and application limits took a
     quarter of the CPU time of a GET /person (py-spy, bench/run.py), so its own hooks are
     switched off and this class does what this API needs: one limit per caller, charged the
     request's cost, plus the handshake's limit per address and username.
+
+    Most requests cost 1, charged before the view runs. A view that prices itself (GraphQL)
+    is charged by `charge(cost)` once it knows the cost; before it runs, a caller without a
+    single unit left is refused. A refused request (429, or a query over one of its limits)
+    is charged nothing in any of the caller's windows; refused queries count in a window of
+    their own (see `waive`). An answer that never reached `charge` (an error) costs 1.
     """
 
     def __init__(self, app, *, unlimited=frozenset(), handshake=frozenset()):
@@ -108,6 +127,7 @@ class RateLimits:
         self.fallback = STRATEGIES[STRATEGY](MemoryStorage())
         self.storage_failed_at = 0.0
         self.unlimited, self.handshake_endpoints = set(unlimited), set(handshake)
+        self.locks = [threading.Lock() for _ in range(LOCK_STRIPES)]
         app.before_request(self.check)
         app.after_request(self.add_headers)
 
@@ -167,24 +187,45 @@ class RateLimits:
             return self.fallback
         return self.limiter.limiter
 
-    def _hit(self, item, key: str, cost: int) -> bool:
+    def _ask(self, method: str, item, key: str, cost: int) -> bool:
+        """The strategy's `hit` or `test` of one window."""
         strategy = self.strategy
         try:
-            return strategy.hit(item, self.prefix, key, SCOPE, cost=cost)
+            return getattr(strategy, method)(item, self.prefix, key, SCOPE, cost=cost)
         except Exception:  # the storage is down: serve on with per-process counters
             if strategy is self.fallback:
                 raise
             log.warning("rate-limit storage unreachable; using per-process counters for now")
             self.storage_failed_at = time.monotonic()
-            return self.fallback.hit(item, self.prefix, key, SCOPE, cost=cost)
+            return getattr(self.fallback, method)(item, self.prefix, key, SCOPE, cost=cost)
+
+    def _short(self, items, key: str, cost: int):
+        """The first window without room for `cost`, or None; charges nothing."""
+        for item in items:
+            if not self._ask("test", item, key, cost):
+                return item
+        return None
 
     def _charge(self, limit: str, key: str, cost: int):
-        """Charge every item of `limit`; returns the item the headers describe, and whether
-        the request was within the limit (the first item breached, else the first item)."""
+        """Charge every window of `limit` or none; returns the window the headers describe
+        (the one that refused, else the first) and whether the request was charged.
+
+        One window's hit is atomic and charges nothing when it refuses. Several are tested
+        first and hit only if all have room, under a per-key lock, so within a process a later
+        window never refuses after an earlier one was charged. Processes sharing Redis can
+        still race between test and hit: then the loser is refused by its hit and the windows
+        hit before keep its charge (the caller pays once too often, never too little).
+        """
         items = parsed(limit)
-        for item in items:
-            if not self._hit(item, key, cost):
-                return item, False
+        if len(items) == 1:
+            return items[0], self._ask("hit", items[0], key, cost)
+        with self.locks[hash(key) % LOCK_STRIPES]:
+            short = self._short(items, key, cost)
+            if short is not None:
+                return short, False
+            for item in items:
+                if not self._ask("hit", item, key, cost):
+                    return item, False
         return items[0], True
 
     def check(self) -> None:
@@ -196,11 +237,55 @@ class RateLimits:
             item, ok = self._charge(current_app.config["AUTH_RATE_LIMIT"], handshake, 1)
             if not ok:
                 raise self._refusal(item, handshake)
-        key = limit_key()
-        item, ok = self._charge(caller_limit(), key, request_cost())
+        key, limit = limit_key(), caller_limit()
+        if prices_itself(endpoint) and peek_caller() is not None:
+            # a caller with nothing left is refused before its request is read or measured
+            items = parsed(limit)
+            short = self._short(items, key, 1)
+            g.rate_limit = (short or items[0], key)
+            if short is not None:
+                raise self._refusal(short, key)
+            refusals = parsed(current_app.config["ANONYMOUS_RATE_LIMIT"])
+            short = self._short(refusals, refused_key(key), 1)
+            if short is not None:
+                raise self._refusal(short, refused_key(key), REFUSALS_DETAIL)
+            g.rate_limit_due = (limit, key)
+            return
+        item, ok = self._charge(limit, key, 1)
         g.rate_limit = (item, key)
         if not ok:
             raise self._refusal(item, key)
+
+    def budget(self) -> tuple[int, str]:
+        """The most one request of this caller can ever cost (its smallest window's amount),
+        and its limit as written."""
+        limit = caller_limit()
+        return min(item.amount for item in parsed(limit)), limit
+
+    def charge(self, cost: int) -> None:
+        """Charge this request `cost` (at least 1), for a view that prices itself.
+
+        Raises RateLimited, charging nothing, when a window has no room for it.
+        """
+        due = g.pop("rate_limit_due", None)
+        if due is None:
+            return
+        limit, key = due
+        item, ok = self._charge(limit, key, max(1, cost))
+        g.rate_limit = (item, key)
+        if not ok:
+            raise self._refusal(item, key)
+
+    def waive(self) -> None:
+        """This request was refused before it ran (a limit of the query): it costs nothing.
+
+        Measuring it took work all the same (up to a quarter of a second of CPU for 2,000
+        tokens), so refusals count in a window of their own per caller, at the rate of
+        requests without credentials: past it, the caller's queries get 429 unread.
+        """
+        due = g.pop("rate_limit_due", None)
+        if due is not None:
+            self._charge(current_app.config["ANONYMOUS_RATE_LIMIT"], refused_key(due[1]), 1)
 
     def _stats(self, item, key: str) -> dict:
         try:
@@ -213,15 +298,20 @@ class RateLimits:
             "X-RateLimit-Reset": str(math.ceil(reset)),
         }
 
-    def _refusal(self, item, key: str) -> RateLimited:
+    def _refusal(self, item, key: str, detail: str = LIMIT_DETAIL) -> RateLimited:
+        # Remaining stays as it is: a costly query can be refused while cheaper ones still fit
         headers = self._stats(item, key)
-        headers["X-RateLimit-Remaining"] = "0"
         wait = int(headers["X-RateLimit-Reset"]) - time.time()
         headers["Retry-After"] = str(max(1, math.ceil(wait)))
-        detail = f"Rate limit exceeded ({item}); retry after the Retry-After seconds."
-        return RateLimited(detail, headers=headers)
+        return RateLimited(detail.format(item=item), headers=headers)
 
     def add_headers(self, response):
+        due = g.pop("rate_limit_due", None)
+        if due is not None:
+            # the view answered before pricing the request (an error of the request): it costs
+            # 1, like any other request; the answer is made, so a refusal here changes nothing
+            item, _ = self._charge(*due, 1)
+            g.rate_limit = (item, due[1])
         charged = g.get("rate_limit")
         if charged is not None and "X-RateLimit-Limit" not in response.headers:
             response.headers.update(self._stats(*charged))
