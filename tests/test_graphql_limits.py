@@ -8,7 +8,7 @@ import pytest
 from graphql import get_introspection_query
 
 from people_service import transfer
-from people_service.graphql import rules, view
+from people_service.graphql import parsing, view
 
 from .conftest import ACTIVE, count_statements
 
@@ -183,10 +183,10 @@ def test_messages_and_their_people_are_batched_too(gql, store, crowd, client, he
 
 def test_repeated_documents_are_parsed_and_validated_once(gql, crowd):
     query = f'{{ person(id: "3") {{ name a{uuid.uuid4().hex}: age }} }}'  # a text not seen yet
-    parsed, validated = rules.parse_document.cache_info(), view._validate.cache_info()
+    parsed, validated = parsing.parse_document.cache_info(), view._validate.cache_info()
     for _ in range(3):
         assert "errors" not in gql(query).json
-    assert rules.parse_document.cache_info().misses == parsed.misses + 1  # parsed once
+    assert parsing.parse_document.cache_info().misses == parsed.misses + 1  # parsed once
     assert view._validate.cache_info().misses == validated.misses + 1
     assert view._validate.cache_info().hits == validated.hits + 2
 
@@ -204,8 +204,10 @@ def fan_out(levels: int, leaf: str = "me { name }") -> str:
 
 def test_anonymous_requests_are_refused_before_the_document_is_read(client, monkeypatch):
     parsed = []
-    original = rules.parse_document
-    monkeypatch.setattr(rules, "parse_document", lambda text: parsed.append(text) or original(text))
+    original = parsing.parse_document
+    monkeypatch.setattr(
+        parsing, "parse_document", lambda text: parsed.append(text) or original(text)
+    )
     response = client.post("/graphql", json={"query": fan_out(23) + f" # {uuid.uuid4()}"})
     assert response.status_code == 401
     assert response.json["errors"][0]["extensions"]["code"] == "UNAUTHENTICATED"
@@ -221,9 +223,9 @@ def test_callers_over_their_limit_are_refused_before_the_document_is_read(tmp_pa
         for _ in range(2):
             assert client.post("/graphql", json={"query": "{ me { name } }"}, headers=headers)
         parsed = []
-        original = rules.parse_document
+        original = parsing.parse_document
         monkeypatch.setattr(
-            rules, "parse_document", lambda text: parsed.append(text) or original(text)
+            parsing, "parse_document", lambda text: parsed.append(text) or original(text)
         )
         query = fan_out(23) + f" # {uuid.uuid4()}"  # a text no cache has seen
         refused = client.post("/graphql", json={"query": query}, headers=headers)
@@ -248,9 +250,9 @@ def test_refused_queries_are_free_but_not_unlimited(tmp_path, monkeypatch):
             assert refused.json["errors"][0]["extensions"]["code"] == "QUERY_TOO_COMPLEX"
             assert refused.headers["X-RateLimit-Remaining"] == "100"
         parsed = []
-        original = rules.parse_document
+        original = parsing.parse_document
         monkeypatch.setattr(
-            rules, "parse_document", lambda text: parsed.append(text) or original(text)
+            parsing, "parse_document", lambda text: parsed.append(text) or original(text)
         )
         cheap = client.post("/graphql", json={"query": "{ me { name } }"}, headers=headers)
         assert cheap.status_code == 429 and parsed == []

@@ -96,20 +96,20 @@ def test_collect_subfields_returns_the_field_set_and_the_defer_usages_first(app,
     ],
 )
 def test_the_parser_messages_the_limits_recognise(text, options, message):
-    """rules.parse_document tells a limit from a syntax error by these messages."""
+    """parsing.parse_document tells a limit from a syntax error by these messages."""
     with pytest.raises(graphql.GraphQLSyntaxError) as raised:
         graphql.parse(text, **options)
     assert message in raised.value.message
 
 
 def test_the_overlap_check_keeps_its_budget_knob_and_abort_message():
-    """rules.py lowers OverlappingFieldsCanBeMergedRule's work budget; the view reads its abort."""
+    """parsing.py lowers the overlap rule's work budget; the view reads its abort message."""
     from graphql.validation.rules import overlapping_fields_can_be_merged as overlap
 
-    from people_service.graphql import rules
+    from people_service.graphql import parsing
 
-    assert overlap.MAX_COMPLEXITY_BUDGET == rules.VALIDATION_BUDGET
+    assert overlap.MAX_COMPLEXITY_BUDGET == parsing.VALIDATION_BUDGET
     document = graphql.parse("{ " + "a { b } " * 400 + "}")
     schema = graphql.build_schema("type Query { a: A } type A { b: String }")
     errors = graphql.validate(schema, document)
-    assert [error.message for error in errors] == [rules.VALIDATION_ABORTED]
+    assert [error.message for error in errors] == [parsing.VALIDATION_ABORTED]

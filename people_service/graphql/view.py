@@ -24,7 +24,7 @@ from ..web.caller import authenticate
 from ..web.jsonio import dump_json, json_body, parse_json
 from ..web.negotiation import HTML, negotiate
 from ..web.problems import error_parts
-from . import rules
+from . import parsing, rules
 from .batch import Batches
 from .executor import LeafExecutor
 from .explorer import explorer_response
@@ -123,7 +123,7 @@ def check_limits(schema, document, data: dict, budget) -> tuple[tuple, int]:
 
 @lru_cache(maxsize=512)
 def _check_limits_cached(text: str, operation_name, **limits) -> tuple[tuple, int]:
-    document = rules.parse_document(text)
+    document = parsing.parse_document(text)
     return rules.check_limits(executable_schema(), document, None, operation_name, **limits)
 
 
@@ -163,12 +163,12 @@ def format_error(error: GraphQLError, debug: bool = False) -> dict:
 def _validate(schema, text: str, introspection: bool) -> tuple:
     """The specification's validation of a text; with introspection off, without suggestions
     ("Did you mean ...?") that would reveal the schema."""
-    document = rules.parse_document(text)
+    document = parsing.parse_document(text)
     specified = specified_rules if introspection else (*specified_rules, rules.NoIntrospection)
     errors = validate(schema, document, specified, hide_suggestions=not introspection)
-    if any(error.message == rules.VALIDATION_ABORTED for error in errors):
-        # graphql-core spent its whole work budget on this document (rules.VALIDATION_BUDGET)
-        return (rules.TooComplex("The query is too complex to validate."),)
+    if any(error.message == parsing.VALIDATION_ABORTED for error in errors):
+        # graphql-core spent its whole work budget on this document (parsing.VALIDATION_BUDGET)
+        return (parsing.TooComplex("The query is too complex to validate."),)
     return tuple(
         GraphQLError(
             error.message,
@@ -199,8 +199,8 @@ def execute(data: dict, caller) -> tuple[dict, bool]:
     schema = executable_schema()
     limiter = services().limiter
     try:
-        document = rules.parse_document(data["query"])
-    except rules.TooComplex as error:
+        document = parsing.parse_document(data["query"])
+    except parsing.TooComplex as error:
         limiter.waive()
         return _request_errors([error]), True
     except GraphQLError as error:
@@ -215,7 +215,7 @@ def execute(data: dict, caller) -> tuple[dict, bool]:
         return _request_errors(errors), True
     errors = _validate(schema, data["query"], config["INTROSPECTION"])
     if errors:
-        if isinstance(errors[0], rules.TooComplex):
+        if isinstance(errors[0], parsing.TooComplex):
             limiter.waive()
         return _request_errors(errors), True
     limiter.charge(cost)
