@@ -443,3 +443,28 @@ def test_an_idempotent_retry_with_3_0_for_3_is_the_same_request(demo_server):
     assert different.status_code == 422
     named = demo_server.request("GET", "/people?name=Three&limit=1000", headers=demo_server.headers)
     assert [entry["id"] for entry in named.json()] == [first.json()["id"]]
+
+
+# -- the one case that cannot be problem+json (README, "Errors") -----------------------------
+
+
+def test_under_gunicorn_workers_requests_it_cannot_parse_get_its_own_html(tmp_path):
+    """`serve --workers N` parses HTTP with gunicorn, which answers what it cannot parse before
+    any app exists for the request; everything else is still the app's problem+json."""
+    server = ServerProcess(database(tmp_path), args=["--workers", "2"]).start()
+    try:
+        with socket.create_connection(address(server), timeout=10) as sock:
+            sock.sendall(
+                b"GET /people HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 70_000 + b"\r\n\r\n"
+            )
+            status, headers, _ = parse(read_answer(sock))
+        assert status == 431
+        assert headers["content-type"] == "text/html"
+        with socket.create_connection(address(server), timeout=10) as sock:
+            sock.sendall(
+                b"POST /person HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999\r\n"
+                b"Connection: close\r\n\r\n"
+            )
+            assert_problem_answer(read_answer(sock), 413)
+    finally:
+        server.stop()
