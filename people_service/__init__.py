@@ -7,7 +7,6 @@ import logging
 import re
 import weakref
 
-from flask import Flask
 from werkzeug.routing import BaseConverter
 
 from . import config as settings
@@ -61,13 +60,14 @@ def _close_apps() -> None:
         services.close()
 
 
-def create_app(config: dict | None = None) -> Flask:
+def create_app(config: dict | None = None) -> lifecycle.App:
     """The WSGI app; `config` overrides PEOPLE_SERVICE_* settings (same names)."""
     options = settings.load(config)
     if not logs.operator_configured():
         logs.install()  # under any WSGI server, the access log goes to stderr
     logging.getLogger("people_service").setLevel(str(options["LOG_LEVEL"]).upper())
-    app = Flask(__name__, static_folder=None)  # web.pages serves static files, cached its way
+    # web.pages serves static files, cached its way
+    app = lifecycle.App(__name__, static_folder=None)
     app.config.update(options)
     app.config["MAX_CONTENT_LENGTH"] = options["MAX_BODY_BYTES"]
     store = prepare_store(options)
@@ -85,6 +85,10 @@ def create_app(config: dict | None = None) -> Flask:
         unlimited={"ops.health"},
     )
     app.url_map.converters["id"] = IdConverter
+    # werkzeug answers /person//2 and defaults-equivalent URLs with a 308 to an absolute URL built
+    # from the Host header; here they are unknown paths (404), and no redirect is ever built
+    app.url_map.merge_slashes = False
+    app.url_map.redirect_defaults = False
     problems.init_app(app)
     lifecycle.init_app(app)  # before the limiter: its after_request must run after the limiter's
     for blueprint in (people_bp, messages_bp, ops_bp, tokens_bp, graphql_bp, front_bp, pages.bp):

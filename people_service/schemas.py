@@ -97,6 +97,25 @@ class Count(WholeNumber):
         return super()._deserialize(value, attr, data, **kwargs)
 
 
+# marshmallow's Email rule, written out for the OpenAPI document in its ASCII form: a dot-atom
+# local part, then a domain of labels (1-63 letters, digits or inner hyphens) and a top label of
+# 2-6 letters or 2+ letters, digits or hyphens, or an IPv4 literal, or `localhost`. (The server
+# also takes quoted local parts and non-ASCII letters, which the pattern leaves out.)
+_ATOM = r"[-!#$%&'*+/=?^`{}|~0-9A-Za-z_]+"
+_LABEL = r"[0-9A-Za-z](?:[0-9A-Za-z-]{0,61}[0-9A-Za-z])?"
+_OCTET = r"(?:25[0-5]|2[0-4][0-9]|[01]?[0-9]?[0-9])"
+EMAIL_PATTERN = (
+    rf"^{_ATOM}(?:\.{_ATOM})*@"
+    rf"(?:(?:{_LABEL}\.)+(?:[A-Za-z]{{2,6}}|[0-9A-Za-z-]{{2,}})"
+    rf"|localhost|\[{_OCTET}(?:\.{_OCTET}){{3}}\])$"
+)
+EMAIL_RULE = (
+    "An address such as ada@example.org: a dot-atom local part, then a domain whose last label "
+    "has at least two characters (or localhost, or an IPv4 literal in brackets); at most 254 "
+    "characters; unique among people, ignoring case (409)."
+)
+
+
 class AddressSchema(Schema):
     street = text(200, allow_none=True)
     city = text(200, allow_none=True)
@@ -108,7 +127,11 @@ class PersonSchema(Schema):
 
     name = text(200, 1, required=True)
     age = WholeNumber(allow_none=True, validate=validate.Range(min=0, max=150))
-    email = fields.Email(allow_none=True, validate=validate.Length(max=254))
+    email = fields.Email(
+        allow_none=True,
+        validate=validate.Length(max=254),
+        metadata={"pattern": EMAIL_PATTERN, "description": EMAIL_RULE},
+    )
     address = fields.Nested(AddressSchema, allow_none=True)
 
 

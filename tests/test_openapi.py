@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from openapi_spec_validator import validate
+
+from people_service import schemas
 
 from .conftest import GENEROUS, ROOT, ServerProcess, database
 
@@ -25,9 +31,15 @@ def test_document_is_openapi_31_with_components_from_the_schemas(client):
     document = client.get("/openapi.json").json
     assert document["openapi"] == "3.1.0"
     components = document["components"]["schemas"]
-    assert {"Person", "PersonOut", "PersonPatch", "PersonUpdate", "Message", "Problem"} <= set(
-        components
-    )
+    assert {
+        "Person",
+        "PersonOut",
+        "PersonReplace",
+        "PersonMerge",
+        "PersonUpdate",
+        "Message",
+        "Problem",
+    } <= set(components)
     person = components["Person"]
     assert person["required"] == ["name"]
     assert person["additionalProperties"] is False
@@ -61,6 +73,159 @@ def test_errors_are_documented_as_problems(client):
         content = get_person["responses"][status]["content"]
         assert list(content) == ["application/problem+json"]
     assert get_person["security"] == [{"ApiKey": []}, {"Bearer": []}]
+
+
+def operations(document):
+    for path, methods in document["paths"].items():
+        for method, operation in methods.items():
+            yield path, method.upper(), operation
+
+
+def test_document_passes_the_openapi_spec_validator(client):
+    validate(client.get("/openapi.json").json)
+
+
+def test_operations_are_named_after_their_views(client):
+    document = client.get("/openapi.json").json
+    named = {(method, path): op["operationId"] for path, method, op in operations(document)}
+    assert named == {
+        ("GET", "/people"): "list_people",
+        ("GET", "/person/{person_id}"): "get_person",
+        ("POST", "/person"): "create_person",
+        ("PUT", "/person/{person_id}"): "replace_person",
+        ("PATCH", "/person/{person_id}"): "update_person",
+        ("POST", "/person/{person_id}"): "update_person_post",
+        ("DELETE", "/person/{person_id}"): "delete_person",
+        ("PUT", "/person/{person_id}/friends/{friend_id}"): "add_friend",
+        ("DELETE", "/person/{person_id}/friends/{friend_id}"): "remove_friend",
+        ("POST", "/message"): "send_message",
+        ("GET", "/message/{message_id}"): "get_message",
+        ("GET", "/person/{person_id}/messages"): "list_messages",
+        ("GET", "/me"): "me",
+        ("GET", "/health"): "health",
+        ("POST", "/auth/token"): "issue_token",
+    } | {key: value for key, value in named.items() if key[1] not in KNOWN_PATHS}
+
+
+KNOWN_PATHS = {
+    "/people",
+    "/person/{person_id}",
+    "/person",
+    "/person/{person_id}/friends/{friend_id}",
+    "/message",
+    "/message/{message_id}",
+    "/person/{person_id}/messages",
+    "/me",
+    "/health",
+    "/auth/token",
+}
+
+
+def header_names(response) -> set[str]:
+    return set(response.get("headers", {}))
+
+
+def test_every_answer_declares_its_request_id_and_rate_limit_headers(client):
+    document = client.get("/openapi.json").json
+    assert set(document["components"]["headers"]) >= {
+        "X-Request-ID",
+        "X-RateLimit-Limit",
+        "X-RateLimit-Remaining",
+        "X-RateLimit-Reset",
+        "Retry-After",
+        "Link",
+        "Idempotent-Replayed",
+    }
+    for path, method, operation in operations(document):
+        for status, response in operation["responses"].items():
+            assert "X-Request-ID" in header_names(response), (method, path, status)
+            limited = path != "/health"
+            rate = {"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"}
+            assert (rate <= header_names(response)) == limited, (method, path, status)
+        responses = operation["responses"]
+        if "429" in responses:
+            assert "Retry-After" in header_names(responses["429"])
+        if "401" in responses:
+            assert "WWW-Authenticate" in header_names(responses["401"])
+        if path != "/health":  # whose 503 is its own health document
+            assert "Retry-After" in header_names(responses["503"])
+
+
+def test_writes_declare_507_and_every_operation_the_errors_anyone_can_cause(client):
+    document = client.get("/openapi.json").json
+    for path, method, operation in operations(document):
+        statuses = set(operation["responses"])
+        assert {"400", "413", "431", "500", "503"} <= statuses, (method, path)
+        writes = method != "GET" and operation["security"]
+        assert ("507" in statuses) == bool(writes), (method, path)
+
+
+def test_link_total_and_idempotent_replayed_are_declared_where_sent(client):
+    document = client.get("/openapi.json").json
+    people = document["paths"]["/people"]["get"]["responses"]["200"]
+    assert {"Link", "X-Total-Count"} <= header_names(people)
+    create = document["paths"]["/person"]["post"]["responses"]
+    assert {"ETag", "Location", "Idempotent-Replayed"} <= header_names(create["201"])
+    assert {"ETag", "Idempotent-Replayed"} <= header_names(create["200"])
+    assert "Idempotent-Replayed" in header_names(
+        document["paths"]["/message"]["post"]["responses"]["201"]
+    )
+
+
+def test_put_and_patch_bodies_may_repeat_the_path_id(client):
+    document = client.get("/openapi.json").json
+    components = document["components"]["schemas"]
+    person = document["paths"]["/person/{person_id}"]
+    put = person["put"]["requestBody"]["content"]["application/json"]["schema"]
+    patch = person["patch"]["requestBody"]["content"]["application/merge-patch+json"]["schema"]
+    for ref in (put, patch):
+        schema = components[ref["$ref"].rsplit("/", 1)[1]]
+        assert schema["properties"]["id"]["pattern"] == schemas.ID_PATTERN
+        assert "id" not in schema.get("required", [])
+        assert schema["additionalProperties"] is False
+
+
+def test_problem_documents_declare_the_count_of_omitted_errors(client):
+    problem = client.get("/openapi.json").json["components"]["schemas"]["Problem"]
+    assert problem["properties"]["errors_omitted"]["type"] == "integer"
+
+
+EMAIL = re.compile(schemas.EMAIL_PATTERN[:-1] + r"\Z", re.ASCII)  # ECMA's $, in Python
+
+
+def test_the_documented_email_is_the_email_rule_the_server_enforces(client):
+    email = client.get("/openapi.json").json["components"]["schemas"]["Person"]["properties"][
+        "email"
+    ]
+    assert email["pattern"] == schemas.EMAIL_PATTERN
+    assert email["maxLength"] == 254
+    assert "format" not in email  # RFC 5322 addresses include some the server refuses
+
+    def accepted(address: str) -> bool:
+        return not schemas.person_schema.validate({"name": "x", "email": address})
+
+    @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(st.from_regex(EMAIL, fullmatch=True).filter(lambda text: len(text) <= 254))
+    def documented_addresses_are_accepted(address):
+        assert accepted(address), address
+
+    @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(st.text(alphabet="ab1.-_@[]\n", max_size=16) | st.emails())
+    def the_pattern_and_the_server_agree(text):
+        assert bool(EMAIL.search(text)) == accepted(text), text
+
+    documented_addresses_are_accepted()
+    the_pattern_and_the_server_agree()
+    for address, expected in [
+        ("ada@example.org", True),
+        ("ada@localhost", True),
+        ("ada@[127.0.0.1]", True),
+        ("ada@b.c", False),
+        ("ada@example.org\n", False),
+        ("a b@example.org", False),
+        ("ada@-example.org", False),
+    ]:
+        assert bool(EMAIL.search(address)) is expected is accepted(address), address
 
 
 @pytest.fixture(scope="module")
@@ -102,4 +267,7 @@ def test_schemathesis_finds_no_server_error_and_no_mismatch(fuzz_server, tmp_pat
     )
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
     assert "Tested: 15" in result.stdout
+    # no warning either: "mostly rejected generated data" means an undocumented rule
+    assert "WARNINGS" not in result.stdout, result.stdout[-4000:]
+    assert "No issues found" in result.stdout
     assert "Traceback" not in "\n".join(fuzz_server.stderr)

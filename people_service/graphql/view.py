@@ -23,7 +23,7 @@ from ..web import get_store, services
 from ..web.caller import authenticate
 from ..web.jsonio import dump_json, json_body, parse_json
 from ..web.negotiation import HTML, negotiate
-from ..web.problems import error_parts
+from ..web.problems import bounded_errors, error_parts
 from . import parsing, rules
 from .batch import Batches
 from .executor import LeafExecutor
@@ -148,7 +148,9 @@ def format_error(error: GraphQLError, debug: bool = False) -> dict:
         formatted["message"] = original.detail
         extensions = {"code": original.graphql_code}
         if original.errors:
-            extensions["errors"] = original.errors
+            extensions["errors"], omitted = bounded_errors(original.errors)
+            if omitted:
+                extensions["errors_omitted"] = omitted
     elif original is not None and not isinstance(original, GraphQLError):
         log.error("resolver failed at %s", error.path, exc_info=original)
         formatted["message"] = "Internal server error"

@@ -6,6 +6,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 from apispec import APISpec
 from apispec.ext.marshmallow import MarshmallowPlugin
+from marshmallow import fields
 
 from .. import schemas
 from . import shapes
@@ -18,13 +19,23 @@ ERROR_TEXT = {
     404: "No such person or message.",
     409: "Another person has this email.",
     412: "If-Match does not match the current ETag.",
-    413: "The body is too large.",
+    413: "The body is larger than MAX_BODY_BYTES.",
     415: "The body is not JSON.",
     422: "The body breaks the rules; `errors` has the messages per field.",
-    429: "Over the rate limit; see Retry-After.",
-    503: "The database is unavailable; retry later.",
-    507: "The database is full; nothing was written.",
+    429: "Over the rate limit; retry after Retry-After seconds.",
+    431: "The request's headers are too large.",
+    500: "An unexpected failure; the detail says nothing more.",
+    503: "The database is unavailable; retry after Retry-After seconds.",
+    507: "The database is full; nothing was written. Reads still work.",
 }
+# Statuses any operation can answer: a malformed request (a bad method override, a query
+# parameter it does not take), a body or headers too large, an unexpected failure, the
+# database unavailable.
+ALWAYS = frozenset({400, 413, 431, 500, 503})
+WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+# When a view serves several methods, the first of these is named as the view; the others
+# get the method as a suffix (update_person for PATCH, update_person_post for POST).
+METHOD_ORDER = ("GET", "PUT", "PATCH", "DELETE", "POST")
 HEADER_PARAMS = {
     "If-Match": "Only change the person if its ETag is one of these (or `*`).",
     "If-None-Match": "Answer 304 if the person's ETag is one of these.",
@@ -48,7 +59,8 @@ def doc(
     """Describe a view for the OpenAPI document.
 
     `ok` maps success statuses to (description, schema or None, response header names);
-    `errors` lists statuses beyond the ones implied by auth, body and path parameters.
+    `errors` lists statuses beyond the ones implied by auth, body, path parameters and writes.
+    The operation is named after the view (`operationId`).
     """
 
     def mark(view):
@@ -70,32 +82,81 @@ def doc(
 
 
 RESPONSE_HEADERS = {
+    "X-Request-ID": {
+        "schema": {"type": "string"},
+        "description": "The request's id: the client's X-Request-ID if it was one of letters, "
+        "digits and `._:/+=@-` (1-128), else a new one. The access log names it.",
+    },
+    "X-RateLimit-Limit": {
+        "schema": {"type": "integer"},
+        "description": "Requests the caller may make in the current window.",
+    },
+    "X-RateLimit-Remaining": {
+        "schema": {"type": "integer"},
+        "description": "Requests left in the current window.",
+    },
+    "X-RateLimit-Reset": {
+        "schema": {"type": "integer"},
+        "description": "When the window resets, in seconds since the epoch.",
+    },
+    "Retry-After": {
+        "schema": {"type": "integer"},
+        "description": "Seconds to wait before trying again.",
+    },
+    "WWW-Authenticate": {
+        "schema": {"type": "string"},
+        "description": "How to authenticate: an API key or a bearer token.",
+    },
     "ETag": {"schema": {"type": "string"}, "description": "The person's current version."},
     "Location": {"schema": {"type": "string"}, "description": "The URL of what was created."},
     "X-Total-Count": {"schema": {"type": "integer"}, "description": "Matches in all."},
-    "Link": {"schema": {"type": "string"}, "description": 'rel="next" / rel="prev" pages.'},
-    "Idempotent-Replayed": {"schema": {"type": "string"}, "description": "`true` on a replay."},
+    "Link": {
+        "schema": {"type": "string"},
+        "description": 'The next and previous pages: `</people?limit=10&offset=10>; rel="next"`.',
+    },
+    "Idempotent-Replayed": {
+        "schema": {"type": "string", "enum": ["true"]},
+        "description": "`true` when this is the saved answer to an earlier request with the "
+        "same Idempotency-Key.",
+    },
 }
+RATE_HEADERS = ("X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset")
+# Headers of error answers beyond the ones every answer carries.
+ERROR_HEADERS = {401: ("WWW-Authenticate",), 429: ("Retry-After",), 503: ("Retry-After",)}
 
 
-def _operation(meta: dict, path_params: list[str], limited: bool) -> dict:
-    statuses = set(meta["errors"])
+def _headers(names, limited: bool) -> dict:
+    every = ("X-Request-ID", *(RATE_HEADERS if limited else ()), *names)
+    return {name: {"$ref": f"#/components/headers/{name}"} for name in every}
+
+
+def _statuses(meta: dict, method: str, path_params: list[str], limited: bool) -> set[int]:
+    statuses = set(meta["errors"]) | ALWAYS
     if meta["auth"]:
         statuses |= {401, 403}
+        if method in WRITES:
+            statuses.add(507)
     if limited:
         statuses.add(429)
     if meta["body"] is not None:
-        statuses |= {400, 413, 415, 422}
-    if meta["query"] is not None or meta["headers"]:
-        statuses.add(400)
+        statuses |= {415, 422}
     if path_params:
         statuses.add(404)
     if "If-Match" in meta["headers"]:
         statuses.add(412)
-    if meta["auth"]:
-        statuses.add(503)
+    if "Idempotency-Key" in meta["headers"]:
+        statuses.add(422)  # the key was used with another body
+    return statuses
 
-    operation: dict = {"summary": meta["summary"], "tags": [meta["tag"]]}
+
+def _operation(
+    meta: dict, operation_id: str, method: str, path_params: list[str], limited: bool
+) -> dict:
+    operation: dict = {
+        "operationId": operation_id,
+        "summary": meta["summary"],
+        "tags": [meta["tag"]],
+    }
     if meta["description"]:
         operation["description"] = meta["description"]
     parameters: list = [
@@ -113,6 +174,8 @@ def _operation(meta: dict, path_params: list[str], limited: bool) -> dict:
         schema = {"type": "string"}
         if name == "Idempotency-Key":
             schema.update(minLength=1, maxLength=255, pattern="^[\\x20-\\x7e]+$")
+        else:  # any text: what is not an entity tag of the person matches nothing
+            schema["examples"] = ["*", '"5cfe64247a3194e1aef01f703986f715572b8d1d"']
         parameters.append(
             {"in": "header", "name": name, "schema": schema, "description": HEADER_PARAMS[name]}
         )
@@ -125,15 +188,14 @@ def _operation(meta: dict, path_params: list[str], limited: bool) -> dict:
         }
     responses: dict = {}
     for status, (text, schema, headers) in meta["ok"].items():
-        response: dict = {"description": text}
+        response: dict = {"description": text, "headers": _headers(headers, limited)}
         if schema is not None:
             response["content"] = {"application/json": {"schema": schema}}
-        if headers:
-            response["headers"] = {name: RESPONSE_HEADERS[name] for name in headers}
         responses[str(status)] = response
-    for status in sorted(statuses):
+    for status in sorted(_statuses(meta, method, path_params, limited) - set(meta["ok"])):
         responses[str(status)] = {
             "description": ERROR_TEXT[status],
+            "headers": _headers(ERROR_HEADERS.get(status, ()), limited),
             "content": {PROBLEM: {"schema": "Problem"}},
         }
     operation["responses"] = responses
@@ -144,42 +206,65 @@ def _operation(meta: dict, path_params: list[str], limited: bool) -> dict:
     return operation
 
 
+def operation_ids(view_name: str, methods) -> dict[str, str]:
+    """The operationId of each method of a view: the view's name, with a suffix after the first."""
+    ordered = sorted(methods, key=METHOD_ORDER.index)
+    return {
+        method: view_name if index == 0 else f"{view_name}_{method.lower()}"
+        for index, method in enumerate(ordered)
+    }
+
+
 def build_spec(app, exempt: set[str]) -> dict:
     """The OpenAPI document of every documented route of `app`."""
     try:
         release = version("people-service")
     except PackageNotFoundError:
         release = "0"
+    plugin = MarshmallowPlugin()
     spec = APISpec(
         title="people-service",
         version=release,
         openapi_version="3.1.0",
-        plugins=[MarshmallowPlugin()],
+        plugins=[plugin],
         info={
             "description": "People, friendships and messages over REST; the same data over "
-            "GraphQL at /graphql. Errors are RFC 9457 problem documents.",
+            "GraphQL at /graphql. Errors are RFC 9457 problem documents. Every answer carries "
+            "X-Request-ID; rate-limited ones X-RateLimit-Limit, -Remaining and -Reset.",
         },
     )
+    # emails are checked by marshmallow's rule, which schemas.EMAIL_PATTERN writes out;
+    # `format: email` would promise RFC 5322 addresses, some of which the server refuses
+    plugin.map_to_openapi_type(fields.Email, "string", None)
     spec.components.security_scheme(
         "ApiKey", {"type": "apiKey", "in": "header", "name": "X-API-Key"}
     )
     spec.components.security_scheme(
         "Bearer", {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"}
     )
+    for name, header in RESPONSE_HEADERS.items():
+        spec.components.header(name, header)
     spec.components.schema("Problem", schema=shapes.ProblemSchema)
+    rules = [
+        rule
+        for rule in app.url_map.iter_rules()
+        if getattr(app.view_functions.get(rule.endpoint), "apidoc", None) is not None
+    ]
+    # a view may serve several rules (update_person: PATCH and POST): name them together
+    methods_of: dict[str, set[str]] = {}
+    for rule in rules:
+        methods_of.setdefault(rule.endpoint, set()).update(rule.methods - {"HEAD", "OPTIONS"})
     paths: dict[str, dict] = {}
-    for rule in app.url_map.iter_rules():
-        view = app.view_functions.get(rule.endpoint)
-        meta = getattr(view, "apidoc", None)
-        if meta is None:
-            continue
+    for rule in rules:
+        view = app.view_functions[rule.endpoint]
         path = rule.rule
         for name in rule.arguments:
             path = path.replace(f"<id:{name}>", "{" + name + "}")
         limited = rule.endpoint not in exempt
+        names = operation_ids(view.__name__, methods_of[rule.endpoint])
         for method in sorted(rule.methods - {"HEAD", "OPTIONS"}):
             paths.setdefault(path, {})[method.lower()] = _operation(
-                meta, sorted(rule.arguments), limited
+                view.apidoc, names[method], method, sorted(rule.arguments), limited
             )
     for path, operations in paths.items():
         spec.path(path=path, operations=operations)

@@ -53,7 +53,13 @@ def _page_link(limit: int, offset: int, name: str | None) -> str:
 @doc(
     "List people (id and name), ordered by id",
     query=schemas.PeopleQuerySchema,
-    ok={200: ("A page of people.", shapes.PersonEntrySchema(many=True), ["X-Total-Count"])},
+    ok={
+        200: (
+            "A page of people.",
+            shapes.PersonEntrySchema(many=True),
+            ["X-Total-Count", "Link"],
+        )
+    },
 )
 def list_people():
     args = request.args
@@ -91,8 +97,16 @@ def get_person(person_id):
     body={"oneOf": [schemas.PersonSchema, schemas.PersonUpdateSchema]},
     headers=["Idempotency-Key", "If-Match"],
     ok={
-        201: ("Created.", shapes.PersonOutSchema, ["ETag", "Location"]),
-        200: ("Updated (the body named an existing id), or a replay.", *PERSON[1:]),
+        201: (
+            "Created (or a replay: Idempotent-Replayed).",
+            shapes.PersonOutSchema,
+            ["ETag", "Location", "Idempotent-Replayed"],
+        ),
+        200: (
+            "Updated (the body named an existing id), or a replay.",
+            shapes.PersonOutSchema,
+            ["ETag", "Idempotent-Replayed"],
+        ),
     },
     errors=[404, 409],
 )
@@ -119,7 +133,7 @@ def create_person():
 @required
 @doc(
     "Replace a person: fields left out become null",
-    body=schemas.PersonSchema,
+    body=shapes.PersonReplaceSchema,
     headers=["If-Match"],
     ok={200: PERSON},
     errors=[409],
@@ -134,7 +148,7 @@ def replace_person(person_id):
 @required
 @doc(
     "Change some fields of a person (JSON merge patch; null clears a field)",
-    body=schemas.PersonPatchSchema,
+    body=shapes.PersonMergeSchema,
     body_types=PATCH_TYPES,
     headers=["If-Match"],
     ok={200: PERSON},

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from marshmallow import Schema, fields, validate
 
+from .. import schemas
+
 
 class AddressOutSchema(Schema):
     street = fields.String(required=True, allow_none=True)
@@ -64,10 +66,34 @@ class HealthSchema(Schema):
 class ProblemSchema(Schema):
     """RFC 9457 problem details, the body of every REST error."""
 
-    type = fields.String(required=True)
-    title = fields.String(required=True)
-    status = fields.Integer(required=True)
+    type = fields.String(required=True, metadata={"example": "about:blank"})
+    title = fields.String(required=True, metadata={"example": "Unprocessable Entity"})
+    status = fields.Integer(required=True, metadata={"example": 422})
     detail = fields.String(required=True)
     errors = fields.Dict(
-        metadata={"description": "Field messages, nested the way the body nests fields."}
+        metadata={
+            "description": "Field messages, nested the way the body nests fields (422); "
+            "at most 50 messages.",
+            "example": {"address": {"city": ["Longer than maximum length 200."]}},
+        }
     )
+    errors_omitted = fields.Integer(
+        metadata={"description": "How many field messages were left out of `errors`."}
+    )
+
+
+# Bodies as the OpenAPI document describes them where the service accepts more than the
+# rule's schema: PUT and PATCH may repeat the path's id (the service checks and drops it).
+PATH_ID = {"description": "The id of the path, repeated; any other id is refused (422)."}
+
+
+class PersonReplaceSchema(schemas.PersonSchema):
+    """A whole person (PUT); `id` may repeat the path's id."""
+
+    id = schemas.Id(metadata=PATH_ID)
+
+
+class PersonMergeSchema(schemas.PersonPatchSchema):
+    """A JSON merge patch of a person (PATCH); `id` may repeat the path's id."""
+
+    id = schemas.Id(metadata=PATH_ID)

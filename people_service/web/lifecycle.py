@@ -8,9 +8,16 @@ import re
 import time
 import uuid
 
-from flask import g, has_request_context, request
+from flask import Flask, g, has_request_context, request
 from flask.sessions import SessionInterface
+from werkzeug.exceptions import (
+    HTTPException,
+    NotFound,
+    RequestEntityTooLarge,
+    default_exceptions,
+)
 from werkzeug.middleware.proxy_fix import ProxyFix
+from werkzeug.routing import RequestRedirect
 from werkzeug.wrappers import Response
 
 from ..errors import BadRequest, ServiceError
@@ -20,6 +27,12 @@ from .caller import peek_caller
 from .pages import secure
 
 access_log = logging.getLogger("people_service.access")
+
+# The environ key under which the server hands over a request it refused before reading it
+# (body or headers too large, unparseable): (status, detail). See server.py.
+REFUSED = "people_service.refused"
+# Statuses that end with their headers: no body, so no Content-Type either.
+BODILESS = (204, 304)
 
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:/+=@-]{1,128}$")
 OVERRIDABLE = frozenset({"PUT", "PATCH", "DELETE"})
@@ -60,15 +73,34 @@ def start_request() -> None:
     state.started = time.perf_counter()
     given = req.headers.get("X-Request-ID")
     state.request_id = given if given and _REQUEST_ID.fullmatch(given) else new_request_id()
+    refused = req.environ.get(REFUSED)
+    if refused is not None:
+        raise refusal(*refused)
+    limit = req.max_content_length
+    if limit is not None and (req.content_length or 0) > limit:
+        # refused whether or not the view reads the body, as the server refuses larger ones
+        raise RequestEntityTooLarge()
+    if isinstance(req.routing_exception, RequestRedirect):
+        # werkzeug would answer 308 to an absolute URL built from the Host header (a slash
+        # redirect): the path is simply not one of ours
+        raise NotFound()
     bad = req.environ.get("people_service.bad_override")
     if bad is not None:
         raise BadRequest(f"X-HTTP-Method-Override must be PUT, PATCH or DELETE, not '{bad}'.")
+
+
+def refusal(status: int, detail: str | None = None) -> HTTPException:
+    """The error for a request the server refused before the app read it."""
+    return default_exceptions.get(status, default_exceptions[400])(detail)
 
 
 def finish_request(response: Response) -> Response:
     state, req = g._get_current_object(), request._get_current_object()
     request_id = state.get("request_id") or new_request_id()
     headers = response.headers
+    if response.status_code in BODILESS:
+        # werkzeug gives every Response a default text/plain type; these answers have no body
+        headers.pop("Content-Type", None)
     headers["X-Request-ID"] = request_id
     headers["X-Content-Type-Options"] = "nosniff"
     if headers.get("Content-Type", "").startswith("text/html"):
@@ -142,6 +174,15 @@ class TrustedProxy:
 def release_connection(error=None) -> None:
     """A request ended: its database connection goes back to the store's pool."""
     services().store.release()
+
+
+class App(Flask):
+    """Flask, with answers to OPTIONS that carry no body: 204 with Allow."""
+
+    def make_default_options_response(self) -> Response:
+        response = super().make_default_options_response()
+        response.status_code = 204
+        return response
 
 
 def init_app(app) -> None:

@@ -15,21 +15,107 @@ log = logging.getLogger("people_service")
 
 PROBLEM_JSON = "application/problem+json"
 
+# An error document stays small whatever the body was: a body of 50,000 unknown fields would
+# otherwise be echoed back twice (in `errors` and in `detail`), four times its own size.
+MAX_FIELD_ERRORS = 50  # messages kept in `errors`; `errors_omitted` counts the rest
+MAX_NAME = 100  # characters of a field name echoed back
+MAX_DETAIL = 1000  # characters of `detail`
+UNKNOWN_FIELD = ["Unknown field."]  # marshmallow's message for a field the schema lacks
 
-def problem(status: int, detail: str, errors: dict | None = None) -> dict:
+
+def problem(status: int, detail: str, errors: dict | None = None, omitted: int = 0) -> dict:
     """An RFC 9457 problem document."""
     body = {"type": "about:blank", "title": HTTPStatus(status).phrase, "status": status}
     body["detail"] = detail
     if errors:
         body["errors"] = errors
+    if omitted:
+        body["errors_omitted"] = omitted
     return body
 
 
+def bounded_errors(errors: dict, limit: int = MAX_FIELD_ERRORS) -> tuple[dict, int]:
+    """The first `limit` messages of nested field errors, shaped as before, and how many are left.
+
+    Messages about the fields a client meant come before "Unknown field." ones, so that a body
+    stuffed with unknown names cannot hide the message that matters. Field names longer than
+    MAX_NAME are cut (no field of ours is that long).
+    """
+    kept = omitted = 0
+
+    def walk(node):
+        nonlocal kept, omitted
+        if isinstance(node, dict):
+            out = {}
+            items = sorted(node.items(), key=lambda item: item[1] == UNKNOWN_FIELD)
+            for key, value in items:
+                name = (
+                    key[: MAX_NAME - 1] + "…"
+                    if isinstance(key, str) and len(key) > MAX_NAME
+                    else key
+                )
+                part = walk(value)
+                if part and name not in out:
+                    out[name] = part
+                elif part:  # two long names cut to the same text: count the second as left out
+                    omitted += _count(part)
+                    kept -= _count(part)
+            return out
+        if isinstance(node, list):
+            return [part for part in (walk(item) for item in node) if part]
+        if kept < limit:
+            kept += 1
+            return node
+        omitted += 1
+        return None
+
+    return walk(errors), omitted
+
+
+def _count(node) -> int:
+    if isinstance(node, dict):
+        return sum(_count(value) for value in node.values())
+    if isinstance(node, list):
+        return sum(_count(item) for item in node)
+    return 1
+
+
+def _parts(error: Exception) -> tuple[int, str, dict | None, dict, int]:
+    status, detail, errors, headers = _unbounded_parts(error)
+    omitted = 0
+    if errors:
+        errors, omitted = bounded_errors(errors)
+    if omitted:
+        total = omitted + _count(errors)
+        detail = (
+            f"The request breaks {total} rules; errors has the first {_count(errors)} "
+            f"and errors_omitted counts the rest."
+        )
+    elif len(detail) > MAX_DETAIL:
+        detail = detail[: MAX_DETAIL - 1] + "…"
+    return status, detail, errors, headers, omitted
+
+
 def error_parts(error: Exception) -> tuple[int, str, dict | None, dict]:
-    """Status, detail, field errors and headers of any error; internals of others stay hidden."""
+    """Status, detail, field errors and headers of any error; internals of others stay hidden.
+
+    The field errors and the detail are bounded (MAX_FIELD_ERRORS, MAX_DETAIL).
+    """
+    return _parts(error)[:4]
+
+
+# Server errors a client causes (a transfer coding nobody implements) say so; other 5xx hide.
+CLIENT_CAUSED_5XX = frozenset({501})
+
+
+def _unbounded_parts(error: Exception) -> tuple[int, str, dict | None, dict]:
     if isinstance(error, ServiceError):
         return error.status, error.detail, error.errors, error.headers
-    if isinstance(error, HTTPException) and error.code and error.code < 500:
+    if (
+        isinstance(error, HTTPException)
+        and error.code
+        and (error.code < 500 or error.code in CLIENT_CAUSED_5XX)
+    ):
         headers = dict(error.get_response().headers)
         headers.pop("Content-Type", None)
         headers.pop("Content-Length", None)
@@ -47,14 +133,16 @@ def http_detail(error: HTTPException) -> str:
         return "The method is not allowed for this resource."
     if error.code == 413:
         return "The request body is too large."
+    if error.code == 431:
+        return "The request's headers are too large."
     return str(error.description or HTTPStatus(error.code).phrase)
 
 
 def problem_response(error: Exception) -> Response:
     """Render any error as application/problem+json, keeping headers such as Allow."""
-    status, detail, errors, headers = error_parts(error)
+    status, detail, errors, headers, omitted = _parts(error)
     # ASCII escapes: field names echoed from a body may hold lone surrogates, which UTF-8 cannot
-    body = json.dumps(problem(status, detail, errors))
+    body = json.dumps(problem(status, detail, errors, omitted))
     return Response(body, status=status, headers=headers, content_type=PROBLEM_JSON)
 
 

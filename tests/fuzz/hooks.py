@@ -1,8 +1,13 @@
-"""Schemathesis hooks: send Idempotency-Key the way real clients do, fresh for each new request.
+"""Schemathesis hooks: send what a real client sends where a rule spans two values.
 
-Schemathesis draws header values from a small pool, so unrelated requests would share a key and
-get the documented 422 for reusing it with another body. A valid key is swapped for another
-valid one, which keeps negative cases negative.
+- Idempotency-Key: schemathesis draws header values from a small pool, so unrelated requests
+  would share a key and get the documented 422 for reusing it with another body. A valid key is
+  swapped for a fresh valid one, which keeps negative cases negative.
+- A PUT or PATCH body may repeat the path's id, and only that id (422 otherwise): a drawn id
+  in the body is replaced by the path's, which is what a client that sends one sends.
+- If-Match: a drawn value never names the person's current version (412, documented). It is
+  replaced by `*` ("if it exists"), so that conditional writes are served and their bodies
+  tested; tests/test_rest_people.py covers If-Match itself.
 """
 
 import re
@@ -11,6 +16,7 @@ import uuid
 import schemathesis
 
 VALID_KEY = re.compile(r"^[\x20-\x7e]{1,255}$")
+ID = re.compile(r"^[1-9][0-9]{0,17}$")
 
 
 @schemathesis.hook
@@ -19,11 +25,16 @@ def before_call(context, case, kwargs):
     key = headers.get("Idempotency-Key")
     if isinstance(key, str) and VALID_KEY.match(key):
         headers["Idempotency-Key"] = uuid.uuid4().hex
-
-
-@schemathesis.hook
-def filter_path_parameters(context, path_parameters):
-    # a person cannot befriend themselves (422), a rule between two parameters OpenAPI cannot state
-    if not path_parameters or "friend_id" not in path_parameters:
-        return True
-    return path_parameters.get("person_id") != path_parameters.get("friend_id")
+    if "If-Match" in headers:
+        headers["If-Match"] = "*"
+    path_id = (case.path_parameters or {}).get("person_id")
+    body = case.body
+    if (
+        case.operation.path == "/person/{person_id}"
+        and isinstance(body, dict)
+        and isinstance(body.get("id"), str)
+        and ID.match(body["id"])
+        and isinstance(path_id, str)
+        and ID.match(path_id)
+    ):
+        body["id"] = path_id

@@ -1,0 +1,470 @@
+"""HTTP at its edges, against the real server: redirects, OPTIONS, body and header limits,
+connections that stay open, bounded error documents and idempotent retries."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import select
+import socket
+import time
+import uuid
+
+import pytest
+
+from .conftest import CLIENT_CODES, GENEROUS, ServerProcess, database
+
+PROBLEM = "application/problem+json"
+SMALL_BODY = 1024  # MAX_BODY_BYTES of the small_server
+
+
+@pytest.fixture(scope="module")
+def small_server(tmp_path_factory, backend):
+    """A real server whose body limit is 1 KiB, so that bodies over it are cheap to send."""
+    db = database(tmp_path_factory.mktemp("small"))
+    env = {
+        "PEOPLE_SERVICE_RATE_LIMIT": GENEROUS,
+        "PEOPLE_SERVICE_ANONYMOUS_RATE_LIMIT": GENEROUS,
+        "PEOPLE_SERVICE_MAX_BODY_BYTES": str(SMALL_BODY),
+    }
+    server = ServerProcess(db, env=env).start()
+    server.key = server.wait_for_output(lambda line: line.startswith("ps_"))
+    server.headers = {"X-API-Key": server.key}
+    yield server
+    server.stop()
+
+
+def address(server) -> tuple[str, int]:
+    return "127.0.0.1", int(server.url.rsplit(":", 1)[1])
+
+
+def parse(raw: bytes) -> tuple[int, dict, bytes]:
+    """Status, headers (lower-case names) and body of one raw HTTP answer."""
+    head, _, body = raw.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    return int(lines[0].split()[1]), headers, body
+
+
+def read_answer(sock, timeout: float = 10) -> bytes:
+    """Everything the server sends until it closes the connection."""
+    sock.settimeout(timeout)
+    received = b""
+    while True:
+        chunk = sock.recv(65536)
+        if not chunk:
+            return received
+        received += chunk
+
+
+def assert_problem_answer(raw: bytes, status: int) -> dict:
+    code, headers, body = parse(raw)
+    assert code == status, raw[:300]
+    assert headers["content-type"] == PROBLEM
+    assert headers["x-request-id"]
+    document = json.loads(body)
+    assert document["status"] == status
+    assert document["type"] == "about:blank"
+    return document
+
+
+# -- no redirect is ever built from the Host header --------------------------------------------
+
+
+def route_paths(app) -> list[str]:
+    """One concrete path for every route the app serves (ids and file names filled in)."""
+    paths = set()
+    for rule in app.url_map.iter_rules():
+        path = rule.rule
+        for name in rule.arguments:
+            path = path.replace(f"<id:{name}>", "1").replace(f"<path:{name}>", "x")
+        paths.add(path)
+    return sorted(paths)
+
+
+def shapes(path: str) -> list[str]:
+    """Paths that are not routes but look like one: a trailing slash, or one slash doubled."""
+    variants = {path + "/", path + "//"}
+    for index, char in enumerate(path):
+        if char == "/" and index > 0:
+            variants.add(path[:index] + "/" + path[index:])
+    return sorted(variants - {path})
+
+
+def test_no_route_shape_answers_a_redirect_built_from_host(app, demo_server):
+    paths = route_paths(app)
+    assert "/people" in paths and "/person/1/friends/1" in paths
+    checked = 0
+    for path in paths:
+        for variant in shapes(path):
+            for method in ("GET", "POST", "DELETE"):
+                response = demo_server.request(
+                    method,
+                    variant,
+                    headers={**demo_server.headers, "Host": "evil.example"},
+                    allow_redirects=False,
+                )
+                assert not 300 <= response.status_code < 400, (method, variant)
+                assert "Location" not in response.headers, (method, variant)
+                # 405: /static/<path:...> also matches its own variants, for GET only
+                assert response.status_code in (404, 405), (method, variant)
+                assert response.headers["Content-Type"] == PROBLEM
+                checked += 1
+    assert checked > 60
+
+
+def test_double_slash_person_path_is_a_404_problem(demo_server):
+    response = demo_server.request(
+        "GET",
+        "/person//2",
+        headers={**demo_server.headers, "Host": "evil.example"},
+        allow_redirects=False,
+    )
+    assert response.status_code == 404
+    assert response.headers["Content-Type"] == PROBLEM
+    assert response.json()["detail"] == "No such resource."
+    assert "Location" not in response.headers
+
+
+def test_people_with_a_trailing_slash_is_a_404_problem(demo_server):
+    response = demo_server.request(
+        "GET", "/people/", headers=demo_server.headers, allow_redirects=False
+    )
+    assert response.status_code == 404
+    assert response.headers["Content-Type"] == PROBLEM
+
+
+# -- OPTIONS ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("path", "allowed"),
+    [
+        ("/people", {"GET", "HEAD", "OPTIONS"}),
+        ("/person", {"POST", "OPTIONS"}),
+        ("/person/1", {"GET", "HEAD", "PUT", "PATCH", "POST", "DELETE", "OPTIONS"}),
+        ("/person/1/friends/2", {"PUT", "DELETE", "OPTIONS"}),
+        ("/graphql", {"GET", "HEAD", "POST", "OPTIONS"}),
+        ("/health", {"GET", "HEAD", "OPTIONS"}),
+    ],
+)
+def test_options_answers_204_with_allow_and_no_body(demo_server, path, allowed):
+    response = demo_server.request("OPTIONS", path)
+    assert response.status_code == 204
+    assert set(response.headers["Allow"].split(", ")) == allowed
+    assert response.content == b""
+    assert "Content-Type" not in response.headers
+    assert response.headers["X-Request-ID"]
+
+
+def test_options_is_204_on_every_route(app, demo_server):
+    for path in route_paths(app):
+        response = demo_server.request("OPTIONS", path)
+        assert response.status_code == 204, path
+        assert "OPTIONS" in response.headers["Allow"]
+        assert "Content-Type" not in response.headers, path
+
+
+def test_options_on_an_unknown_path_is_a_404_problem(demo_server):
+    response = demo_server.request("OPTIONS", "/nowhere")
+    assert response.status_code == 404
+    assert response.headers["Content-Type"] == PROBLEM
+
+
+# -- bodies and headers over the limit: problem+json, answered by the app ---------------------
+
+
+def post_head(server, length_header: str, path: str = "/person") -> bytes:
+    return (
+        f"POST {path} HTTP/1.1\r\nHost: x\r\nX-API-Key: {server.key}\r\n"
+        f"Content-Type: application/json\r\n{length_header}\r\n\r\n"
+    ).encode()
+
+
+def test_an_announced_body_of_any_size_is_413_problem_before_it_is_sent(small_server):
+    # 10 GB announced and never sent: the answer comes at once, so nothing was waited for
+    with socket.create_connection(address(small_server), timeout=10) as sock:
+        sock.sendall(post_head(small_server, "Content-Length: 10000000000"))
+        document = assert_problem_answer(read_answer(sock), 413)
+    assert document["detail"] == "The request body is too large."
+
+
+@pytest.mark.parametrize("size", [SMALL_BODY + 1, 20 * SMALL_BODY, 300 * SMALL_BODY])
+def test_bodies_over_the_limit_are_413_problem_at_every_size(small_server, size):
+    body = b'{"name": "' + b"x" * size + b'"}'
+    response = small_server.request(
+        "POST",
+        "/person",
+        data=body,
+        headers={**small_server.headers, "Content-Type": "application/json"},
+    )
+    assert response.status_code == 413
+    assert response.headers["Content-Type"] == PROBLEM
+    assert response.json()["status"] == 413
+
+
+def test_a_body_at_the_limit_is_read(small_server):
+    body = json.dumps({"name": "at the limit"}).ljust(SMALL_BODY).encode()  # JSON may pad
+    assert len(body) == SMALL_BODY
+    response = small_server.request(
+        "POST",
+        "/person",
+        data=body,
+        headers={**small_server.headers, "Content-Type": "application/json"},
+    )
+    assert response.status_code == 201
+
+
+def test_a_body_over_the_limit_is_413_even_where_no_body_is_read(small_server):
+    response = small_server.request(
+        "GET", "/people", data=b"x" * (2 * SMALL_BODY), headers=small_server.headers
+    )
+    assert response.status_code == 413
+    assert response.headers["Content-Type"] == PROBLEM
+
+
+def chunked(data: bytes) -> bytes:
+    return f"{len(data):x}\r\n".encode() + data + b"\r\n"
+
+
+def test_a_small_chunked_body_over_the_limit_is_413_problem(small_server):
+    with socket.create_connection(address(small_server), timeout=10) as sock:
+        sock.sendall(post_head(small_server, "Transfer-Encoding: chunked\r\nConnection: close"))
+        sock.sendall(chunked(b"x" * (2 * SMALL_BODY)) + b"0\r\n\r\n")
+        assert_problem_answer(read_answer(sock), 413)
+
+
+def test_an_endless_chunked_body_is_413_problem_and_never_buffered_whole(small_server):
+    """The server answers while the client is still sending: it read a bounded part only."""
+    piece = chunked(b"x" * 65536)
+    sent = 0
+    with socket.create_connection(address(small_server), timeout=10) as sock:
+        sock.sendall(post_head(small_server, "Transfer-Encoding: chunked"))
+        answered = False
+        while sent < 256 * 1024 * 1024:
+            readable, _, _ = select.select([sock], [], [], 0)
+            if readable:
+                answered = True
+                break
+            try:
+                sock.sendall(piece)
+            except OSError:  # the server stopped reading after a while: read its answer
+                answered = True
+                break
+            sent += len(piece)
+        assert answered, "no answer after 256 MiB"
+        assert_problem_answer(read_answer(sock), 413)
+    assert sent < 64 * 1024 * 1024
+    assert small_server.request("GET", "/health").status_code == 200
+
+
+def test_a_chunked_body_at_the_limit_is_read(small_server):
+    body = json.dumps({"name": "chunked"}).encode()
+    with socket.create_connection(address(small_server), timeout=10) as sock:
+        sock.sendall(post_head(small_server, "Transfer-Encoding: chunked\r\nConnection: close"))
+        sock.sendall(b"".join(chunked(body[i : i + 3]) for i in range(0, len(body), 3)))
+        sock.sendall(b"0\r\n\r\n")
+        status, _, answer = parse(read_answer(sock))
+    assert status == 201
+    assert json.loads(answer)["name"] == "chunked"
+
+
+def test_headers_over_the_limit_are_431_problem(small_server):
+    with socket.create_connection(address(small_server), timeout=10) as sock:
+        sock.sendall(b"GET /people HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 70_000 + b"\r\n\r\n")
+        time.sleep(0.3)  # the client is slow to read: the answer must still be there
+        document = assert_problem_answer(read_answer(sock), 431)
+    assert document["title"] == "Request Header Fields Too Large"
+    assert small_server.request("GET", "/health").status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("request_bytes", "status"),
+    [
+        (b"GET /people HTTP/1.1\r\nHost: x\r\nBad Header: 1\r\n\r\n", 400),
+        (b"GARBAGE\r\n\r\n", 400),
+        (b"POST /person HTTP/1.1\r\nHost: x\r\nContent-Length: 12abc\r\n\r\n", 400),
+        (b"POST /person HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n", 501),
+    ],
+    ids=["bad header", "bad request line", "bad content-length", "unknown transfer coding"],
+)
+def test_requests_the_server_cannot_parse_get_a_problem(small_server, request_bytes, status):
+    with socket.create_connection(address(small_server), timeout=10) as sock:
+        sock.sendall(request_bytes)
+        assert_problem_answer(read_answer(sock), status)
+
+
+def test_refusals_are_in_the_access_log_with_their_request_id(small_server):
+    with socket.create_connection(address(small_server), timeout=10) as sock:
+        sock.sendall(post_head(small_server, "Content-Length: 99999999\r\nX-Request-ID: big-1"))
+        _, headers, _ = parse(read_answer(sock))
+    assert headers["x-request-id"] == "big-1"
+    deadline = time.monotonic() + 5
+    while not any(" big-1 " in line and " 413 " in line for line in small_server.stderr):
+        assert time.monotonic() < deadline, small_server.stderr[-5:]
+        time.sleep(0.05)
+
+
+# -- answers without a body keep the connection ----------------------------------------------
+
+
+def test_204_and_304_answers_keep_the_connection_and_carry_no_content_type(demo_server):
+    host, port = address(demo_server)
+    made = demo_server.request(
+        "POST", "/person", json={"name": "Kept"}, headers=demo_server.headers
+    )
+    other = demo_server.request(
+        "POST", "/person", json={"name": "Other"}, headers=demo_server.headers
+    )
+    person, friend = made.json()["id"], other.json()["id"]
+    connection = http.client.HTTPConnection(host, port, timeout=10)
+    headers = demo_server.headers
+
+    def ask(method, path, extra=None):
+        connection.request(method, path, headers={**headers, **(extra or {})})
+        response = connection.getresponse()
+        body = response.read()
+        return response, body
+
+    first, _ = ask("GET", f"/person/{person}")
+    sock = connection.sock
+    for method, path, extra, status in [
+        ("GET", f"/person/{person}", {"If-None-Match": first.getheader("ETag")}, 304),
+        ("PUT", f"/person/{person}/friends/{friend}", None, 204),
+        ("DELETE", f"/person/{person}/friends/{friend}", None, 204),
+        ("OPTIONS", "/people", None, 204),
+        ("DELETE", f"/person/{person}", None, 204),
+    ]:
+        response, body = ask(method, path, extra)
+        assert response.status == status, (method, path)
+        assert body == b""
+        assert response.getheader("Connection") is None, (method, path)
+        assert response.getheader("Content-Type") is None, (method, path)
+        assert response.getheader("X-Request-ID")
+        assert connection.sock is sock, f"{method} {path} closed the connection"
+    after, _ = ask("GET", "/people?limit=1")
+    assert after.status == 200
+    assert connection.sock is sock
+    connection.close()
+
+
+def test_a_client_that_asks_to_close_after_a_204_gets_its_close(demo_server):
+    made = demo_server.request(
+        "POST", "/person", json={"name": "Gone"}, headers=demo_server.headers
+    )
+    with socket.create_connection(address(demo_server), timeout=10) as sock:
+        sock.sendall(
+            f"DELETE /person/{made.json()['id']} HTTP/1.1\r\nHost: x\r\n"
+            f"X-API-Key: {demo_server.key}\r\nConnection: close\r\n\r\n".encode()
+        )
+        status, headers, body = parse(read_answer(sock))
+    assert status == 204
+    assert headers["connection"] == "close"
+    assert body == b""
+
+
+# -- error documents stay small whatever the body ----------------------------------------------
+
+
+def test_a_body_of_many_unknown_fields_gets_a_bounded_422(demo_server):
+    fields = {f"unknown_field_{index:06d}": index for index in range(28_500)}
+    body = json.dumps({"name": "", **fields}).encode()
+    assert 860_000 < len(body) < 1 << 20  # the issue's 869 KB, under MAX_BODY_BYTES
+    response = demo_server.request(
+        "POST",
+        "/person",
+        data=body,
+        headers={**demo_server.headers, "Content-Type": "application/json"},
+    )
+    assert response.status_code == 422
+    assert response.headers["Content-Type"] == PROBLEM
+    assert len(response.content) < 16_000
+    document = response.json()
+    assert len(document["errors"]) == 50
+    # the message about the field the client meant comes first
+    assert document["errors"]["name"] == ["Length must be between 1 and 200."]
+    assert document["errors_omitted"] == 28_501 - 50
+    assert len(document["detail"]) < 200
+
+
+def test_one_huge_unknown_field_name_is_not_echoed_whole(demo_server):
+    body = json.dumps({"name": "x", "n" * 500_000: 1}).encode()
+    response = demo_server.request(
+        "POST",
+        "/person",
+        data=body,
+        headers={**demo_server.headers, "Content-Type": "application/json"},
+    )
+    assert response.status_code == 422
+    assert len(response.content) < 2_000
+    (name,) = response.json()["errors"]
+    assert name.startswith("nnn") and name.endswith("…") and len(name) == 100
+
+
+def test_graphql_errors_for_a_big_hostile_input_stay_small(demo_server):
+    fields = {f"unknown_field_{index:06d}": index for index in range(28_000)}
+    query = "mutation ($input: PersonInput!) { createPerson(input: $input) { id } }"
+    response = demo_server.request(
+        "POST",
+        "/graphql",
+        json={"query": query, "variables": {"input": {"name": "x", **fields}}},
+        headers=demo_server.headers,
+    )
+    assert response.status_code == 200
+    assert len(response.content) < 64_000
+    errors = response.json()["errors"]
+    assert 1 <= len(errors) <= 100
+    assert errors[0]["extensions"]["code"] == "BAD_USER_INPUT"
+    assert {error["extensions"]["code"] for error in errors} <= CLIENT_CODES
+
+
+# -- idempotent retries: 3 and 3.0 are the same number ---------------------------------------
+
+
+def test_an_idempotent_retry_with_3_0_for_3_is_the_same_request(demo_server):
+    key = {"Idempotency-Key": uuid.uuid4().hex}
+    headers = {**demo_server.headers, **key, "Content-Type": "application/json"}
+    first = demo_server.request(
+        "POST", "/person", data=b'{"name": "Three", "age": 3}', headers=headers
+    )
+    again = demo_server.request(
+        "POST", "/person", data=b'{"name": "Three", "age": 3.0}', headers=headers
+    )
+    assert first.status_code == 201
+    assert again.status_code == 201
+    assert again.headers["Idempotent-Replayed"] == "true"
+    assert again.json() == first.json()
+    different = demo_server.request(
+        "POST", "/person", data=b'{"name": "Three", "age": 4}', headers=headers
+    )
+    assert different.status_code == 422
+    named = demo_server.request("GET", "/people?name=Three&limit=1000", headers=demo_server.headers)
+    assert [entry["id"] for entry in named.json()] == [first.json()["id"]]
+
+
+# -- the one case that cannot be problem+json (README, "Errors") -----------------------------
+
+
+def test_under_gunicorn_workers_requests_it_cannot_parse_get_its_own_html(tmp_path):
+    """`serve --workers N` parses HTTP with gunicorn, which answers what it cannot parse before
+    any app exists for the request; everything else is still the app's problem+json."""
+    server = ServerProcess(database(tmp_path), args=["--workers", "2"]).start()
+    try:
+        with socket.create_connection(address(server), timeout=10) as sock:
+            sock.sendall(
+                b"GET /people HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 70_000 + b"\r\n\r\n"
+            )
+            status, headers, _ = parse(read_answer(sock))
+        assert status == 431
+        assert headers["content-type"] == "text/html"
+        with socket.create_connection(address(server), timeout=10) as sock:
+            sock.sendall(
+                b"POST /person HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999\r\n"
+                b"Connection: close\r\n\r\n"
+            )
+            assert_problem_answer(read_answer(sock), 413)
+    finally:
+        server.stop()
