@@ -229,9 +229,15 @@ class ServerProcess:
         self.process = None
 
     def command(self) -> list[str]:
-        """The command line that starts the server (people-service serve on a free port)."""
+        """The command line that starts the server (people-service serve on a free port).
+
+        With PEOPLE_SERVICE_TEST_WORKERS=N in the environment, servers run N worker processes
+        (gunicorn), unless a test chose for itself: CI runs the end-to-end tests that way too.
+        """
         command = [sys.executable, "-m", "people_service.cli", "serve", "--db", str(self.db)]
-        return [*command, "--port", str(free_port()), *self.args]
+        workers = os.environ.get("PEOPLE_SERVICE_TEST_WORKERS")
+        extra = ["--workers", workers] if workers and "--workers" not in self.args else []
+        return [*command, "--port", str(free_port()), *extra, *self.args]
 
     def start(self, timeout: float = 30) -> ServerProcess:
         self.stdout.clear()

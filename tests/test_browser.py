@@ -241,7 +241,7 @@ def test_docs_authorize_and_try_get_person(session, site, tmp_path):
     expect(api_key).to_contain_text("Authorized")
     modal.locator("button", has_text="Close").first.click()
     # 3. GET /person/{person_id}: Try it out, 1, Execute
-    operation = page.locator("#operations-people-get_person__person_id_")
+    operation = page.locator("#operations-people-get_person")  # tag, then operationId
     operation.locator(".opblock-summary").click()
     operation.get_by_role("button", name="Try it out").click()
     operation.locator("input[placeholder=person_id]").fill("1")

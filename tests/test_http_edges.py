@@ -109,6 +109,10 @@ def test_no_route_shape_answers_a_redirect_built_from_host(app, demo_server):
                 )
                 assert not 300 <= response.status_code < 400, (method, variant)
                 assert "Location" not in response.headers, (method, variant)
+                if variant.strip("/") == "":
+                    # waitress itself reads leading slashes as one: `//` is the front page,
+                    # answered as `/` is (no redirect either)
+                    continue
                 # 405: /static/<path:...> also matches its own variants, for GET only
                 assert response.status_code in (404, 405), (method, variant)
                 assert response.headers["Content-Type"] == PROBLEM

@@ -33,6 +33,7 @@ from graphql.execution.values import (
 
 from .parsing import (
     CEILING,
+    COERCION_ERRORS,
     INTROSPECTION_TYPES,
     MAX_NESTING,
     UNBOUNDED_LIST,
@@ -81,6 +82,9 @@ class Meter:
                     schema,
                     self.running.variable_definitions or (),
                     variables if isinstance(variables, dict) else {},
+                    # as execution does: a value with thousands of wrong fields would cost
+                    # an error (and a repr of the whole value) per field
+                    max_errors=COERCION_ERRORS,
                 )
             except GraphQLError:
                 coerced = []

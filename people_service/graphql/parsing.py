@@ -28,6 +28,8 @@ MAX_TOKENS = 2000
 # level, so a document nested deeper is refused before it could exhaust the stack (graphql-core's
 # parser stops at 200 selection sets, but fragments can nest without limit).
 MAX_NESTING = 100
+# Variable coercion stops after this many errors (graphql-core's execution default, 50).
+COERCION_ERRORS = 50
 # Counts saturate here: a refusal needs no exact figure beyond it, and numbers stay small.
 CEILING = 10**9
 NESTED_TOO_DEEPLY = "The query is nested too deeply."
