@@ -309,9 +309,15 @@ def flatten(errors, prefix: str = "") -> list[str]:
     return [f"{prefix}: {errors}" if prefix else str(errors)]
 
 
+def sentence(errors) -> str:
+    """Field messages as one readable detail: 'name: Length must be between 1 and 200.'"""
+    lines = flatten(errors)
+    return " ".join(line if line.endswith((".", "?", "!")) else line + "." for line in lines)
+
+
 def load(schema: Schema, data, *, error: type[ServiceError] = Invalid) -> dict:
     """`data` checked by `schema`; what breaks a rule raises `error` with every field message."""
     try:
         return schema.load(data)
     except ValidationError as exc:
-        raise error("Invalid " + "; ".join(flatten(exc.messages)), errors=exc.messages) from None
+        raise error(sentence(exc.messages), errors=exc.messages) from None

@@ -146,7 +146,7 @@ def _without_path_id(data, person_id):
         return data
     if data["id"] != str(person_id):
         raise Invalid(
-            "Invalid id: must match the id in the path.",
+            "id: Must match the id in the path.",
             errors={"id": ["Must match the id in the path."]},
         )
     return {key: value for key, value in data.items() if key != "id"}
@@ -220,7 +220,7 @@ def add_friend(store, person_id, friend_id) -> dict:
         a, b = _both(store, person_id, friend_id)
         if a == b:
             raise Invalid(
-                "Invalid friend_id: a person cannot befriend themselves.",
+                "friend_id: A person cannot befriend themselves.",
                 errors={"friend_id": ["A person cannot befriend themselves."]},
             )
         store.add_friendship(a, b)
