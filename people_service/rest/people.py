@@ -13,8 +13,10 @@ from ..web.caller import current_caller, required
 from ..web.jsonio import PATCH_TYPES, dump_json, empty_response, json_body, json_response
 from . import shapes
 from .openapi import doc
+from .params import strict_query
 
 bp = Blueprint("people", __name__)
+strict_query(bp)
 
 PERSON = ("The person.", shapes.PersonOutSchema, ["ETag"])
 NO_CONTENT = {204: ("Done.", None, [])}
