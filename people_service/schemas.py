@@ -234,8 +234,10 @@ class PeopleQuerySchema(PageSchema):
     name = text(200, metadata={"description": "Case-insensitive part of the name."})
     city = text(200, metadata={"description": "The city, exactly but ignoring case."})
     country = text(200, metadata={"description": "The country, exactly but ignoring case."})
-    min_age = Count(0, MAX_AGE, metadata={"description": "Only people at least this old."})
-    max_age = Count(0, MAX_AGE, metadata={"description": "Only people at most this old."})
+    min_age = Count(
+        0, MAX_AGE, metadata={"description": "People at least this old (at most max_age)."}
+    )
+    max_age = Count(0, MAX_AGE, metadata={"description": "People at most this old."})
     sort = SortOrder(
         metadata={
             "pattern": SORT_PATTERN,

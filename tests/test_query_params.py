@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from people_service.rest.params import accepted
+
+from .conftest import ROOT, close_app, make_app
 
 # the REST blueprints: every route of theirs checks its query string
 REST = ("people", "messages", "ops", "tokens")
@@ -137,3 +141,28 @@ def test_graphql_keeps_its_get_parameters(client, headers, params):
     response = client.get("/graphql", query_string=params, headers=headers)
     assert response.status_code == 200, response.json
     assert "errors" not in response.json
+
+
+def test_the_readme_shows_the_answer_the_server_gives(client, headers):
+    readme = (ROOT / "README.md").read_text()
+    shown = re.search(r"\$ curl 'http://127.0.0.1:8080/people\?limt=3'.*\n(\{.*\})\n", readme)
+    assert shown is not None
+    answer = client.get("/people?limt=3", headers=headers)
+    assert answer.data.decode() == shown.group(1) + "\n"
+
+
+def test_a_cors_preflight_is_answered_whatever_its_query_string(tmp_path):
+    app = make_app(tmp_path, CORS_ORIGINS="https://app.example.org")
+    try:
+        preflight = app.test_client().options(
+            "/people?limt=3",
+            headers={
+                "Origin": "https://app.example.org",
+                "Access-Control-Request-Method": "GET",
+                "Access-Control-Request-Headers": "X-API-Key",
+            },
+        )
+        assert preflight.status_code == 204
+        assert preflight.headers["Access-Control-Allow-Origin"] == "https://app.example.org"
+    finally:
+        close_app(app)
