@@ -200,8 +200,8 @@ class SortOrder(fields.String):
             if len(value) > 100:
                 raise ValidationError(f"Too long; {SORT_RULE}.")
             items = value.split(",")
-        elif isinstance(value, list | tuple) and len(value) <= len(SORT_KEYS) * 2:
-            items = list(value)
+        elif isinstance(value, list | tuple):
+            items = list(value)  # a repeated key stops the loop by the fourth item
         else:
             raise ValidationError(
                 f"Must be a comma-separated list such as 'name,-age'; {SORT_RULE}."

@@ -113,6 +113,17 @@ class PeopleStore:
             fold(person["country"]),
         )
 
+    def _fold_places(self) -> None:
+        """Fill city_key and country_key from city and country (a migration: Python's case
+        folding, exactly as every write computes them, which neither SQL dialect offers)."""
+        rows = self._execute(
+            "SELECT id, city, country FROM people WHERE city IS NOT NULL OR country IS NOT NULL"
+        ).fetchall()
+        self._executemany(
+            "UPDATE people SET city_key = ?, country_key = ? WHERE id = ?",
+            [(fold(row["city"]), fold(row["country"]), row["id"]) for row in rows],
+        )
+
     @translated
     def insert_person(self, person: dict) -> int:
         """Insert a person (columns as in get_person, without id); returns the new id."""
@@ -173,17 +184,6 @@ class PeopleStore:
             " WHERE f.person_id = ? ORDER BY f.friend_id LIMIT ? OFFSET ?",
             (person_id, limit, offset),
         ).fetchall()
-
-    def _fold_places(self) -> None:
-        """Fill city_key and country_key from city and country (a migration: Python's case
-        folding, exactly as every write computes them, which neither SQL dialect offers)."""
-        rows = self._execute(
-            "SELECT id, city, country FROM people WHERE city IS NOT NULL OR country IS NOT NULL"
-        ).fetchall()
-        self._executemany(
-            "UPDATE people SET city_key = ?, country_key = ? WHERE id = ?",
-            [(fold(row["city"]), fold(row["country"]), row["id"]) for row in rows],
-        )
 
     @translated
     def friends_of(self, person_ids: list[int], limit: int) -> dict[int, list[dict]]:
