@@ -63,6 +63,7 @@ def test_sort_can_come_from_a_variable(gql, crowd):
     [
         ("(sort: [NAME, NAME_DESC])", "sort=name,-name"),
         ("(sort: [AGE, AGE])", "sort=age,age"),
+        ("(sort: [AGE, NAME, ID, ID_DESC, AGE_DESC, NAME_DESC, AGE])", "sort=age,name,id,-id"),
         ("(minAge: 9, maxAge: 3)", "min_age=9&max_age=3"),
         ("(minAge: -1)", "min_age=-1"),
         ("(maxAge: 151)", "max_age=151"),
