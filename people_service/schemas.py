@@ -1,4 +1,8 @@
-"""Marshmallow schemas: the input rules shared by REST, GraphQL and the OpenAPI document."""
+"""Marshmallow schemas: the input rules shared by REST, GraphQL and the OpenAPI document.
+
+This module is long because every input rule lives in it, so that REST, GraphQL, the CLI and
+the OpenAPI document cannot disagree about one.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ import re
 from pathlib import Path
 
 from limits import parse_many
-from marshmallow import EXCLUDE, Schema, ValidationError, fields, validate
+from marshmallow import EXCLUDE, Schema, ValidationError, fields, validate, validates_schema
 
 from .errors import Invalid, ServiceError
 
@@ -90,8 +94,10 @@ class Count(WholeNumber):
 
     def _deserialize(self, value, attr, data, **kwargs):
         # int("1_0"), int(" 7 ") and int("٣") all succeed; a query string must be plain digits
+        # (a minus sign allowed, so that -1 gets the range's message, as in JSON and GraphQL)
         if isinstance(value, str):
-            if not (value.isascii() and value.isdigit() and len(value) <= 12):
+            digits = value.removeprefix("-")
+            if not (digits.isascii() and digits.isdigit() and len(digits) <= 12):
                 raise ValidationError("Must be a whole number.")
             value = int(value)
         return super()._deserialize(value, attr, data, **kwargs)
@@ -164,8 +170,88 @@ class PageSchema(Schema):
     offset = Count(0, MAX_OFFSET, load_default=0)
 
 
+SORT_KEYS = ("id", "name", "age")
+MAX_AGE = 150
+
+
+def _sort_pattern(keys: tuple[str, ...]) -> str:
+    """Alternatives of every sort order that names each key at most once."""
+    alternatives = []
+    for key in keys:
+        rest = _sort_pattern(tuple(other for other in keys if other != key))
+        alternatives.append(f"-?{key}" + (f"(,({rest}))?" if rest else ""))
+    return "|".join(alternatives)
+
+
+# Every valid `sort` value and nothing else, for the OpenAPI document (the field's own
+# checks below give the clearer messages).
+SORT_PATTERN = f"^({_sort_pattern(SORT_KEYS)})$"
+SORT_RULE = "use id, name or age, each optionally prefixed with '-' (descending)"
+
+
+class SortOrder(fields.String):
+    """A sort order: 'name,-age' from a query string, or a list of such items from GraphQL.
+
+    Loads as a tuple of (key, descending) pairs; each key at most once.
+    """
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if isinstance(value, str):
+            if len(value) > 100:
+                raise ValidationError(f"Too long; {SORT_RULE}.")
+            items = value.split(",")
+        elif isinstance(value, list | tuple):
+            items = list(value)  # a repeated key stops the loop by the fourth item
+        else:
+            raise ValidationError(
+                f"Must be a comma-separated list such as 'name,-age'; {SORT_RULE}."
+            )
+        order, seen = [], set()
+        for item in items:
+            if not isinstance(item, str) or not item:
+                raise ValidationError(f"Has an empty item; {SORT_RULE}, separated by commas.")
+            key = item.removeprefix("-")
+            if key not in SORT_KEYS:
+                raise ValidationError(f"Unknown sort key '{item[:40]}'; {SORT_RULE}.")
+            if key in seen:
+                raise ValidationError(f"Sorts by '{key}' twice; give each key once.")
+            seen.add(key)
+            order.append((key, item.startswith("-")))
+        return tuple(order)
+
+    def _serialize(self, value, attr, obj, **kwargs):
+        return None if value is None else sort_text(value)
+
+
+def sort_text(order) -> str:
+    """A loaded sort order as the query string writes it: 'name,-age'."""
+    return ",".join(("-" if descending else "") + key for key, descending in order)
+
+
 class PeopleQuerySchema(PageSchema):
+    """The filters, order and page of a people list (REST query string, GraphQL arguments)."""
+
     name = text(200, metadata={"description": "Case-insensitive part of the name."})
+    city = text(200, metadata={"description": "The city, exactly but ignoring case."})
+    country = text(200, metadata={"description": "The country, exactly but ignoring case."})
+    min_age = Count(
+        0, MAX_AGE, metadata={"description": "People at least this old (at most max_age)."}
+    )
+    max_age = Count(0, MAX_AGE, metadata={"description": "People at most this old."})
+    sort = SortOrder(
+        metadata={
+            "pattern": SORT_PATTERN,
+            "example": "name,-age",
+            "description": "Comma list of id, name, age; '-' sorts descending. People "
+            "without an age come last either way; ties are ordered by id.",
+        }
+    )
+
+    @validates_schema
+    def _ages_in_order(self, data, **kwargs):
+        low, high = data.get("min_age"), data.get("max_age")
+        if low is not None and high is not None and low > high:
+            raise ValidationError("Must not be greater than max_age.", "min_age")
 
 
 class ListFieldSchema(Schema):
@@ -309,9 +395,15 @@ def flatten(errors, prefix: str = "") -> list[str]:
     return [f"{prefix}: {errors}" if prefix else str(errors)]
 
 
+def sentence(errors) -> str:
+    """Field messages as one readable detail: 'name: Length must be between 1 and 200.'"""
+    lines = flatten(errors)
+    return " ".join(line if line.endswith((".", "?", "!")) else line + "." for line in lines)
+
+
 def load(schema: Schema, data, *, error: type[ServiceError] = Invalid) -> dict:
     """`data` checked by `schema`; what breaks a rule raises `error` with every field message."""
     try:
         return schema.load(data)
     except ValidationError as exc:
-        raise error("Invalid " + "; ".join(flatten(exc.messages)), errors=exc.messages) from None
+        raise error(sentence(exc.messages), errors=exc.messages) from None

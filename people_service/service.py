@@ -80,28 +80,62 @@ def _check(current: dict, precondition: Precondition | None) -> None:
         raise PreconditionFailed()
 
 
-def people_query(name=None, limit=None, offset=None) -> dict:
-    """Checked arguments of a people list: name (None for all), limit and offset."""
-    given = {"name": name, "limit": limit, "offset": offset}
+FILTERS = ("name", "city", "country", "min_age", "max_age")
+
+
+def people_query(
+    name=None,
+    city=None,
+    country=None,
+    min_age=None,
+    max_age=None,
+    sort=None,
+    limit=None,
+    offset=None,
+) -> dict:
+    """Checked arguments of a people list: its filters (None: not filtered), its order (a
+    tuple of (key, descending)), limit and offset. An empty name, city or country filters
+    nothing, as an empty form field would."""
+    given = {
+        "name": name,
+        "city": city,
+        "country": country,
+        "min_age": min_age,
+        "max_age": max_age,
+        "sort": sort,
+        "limit": limit,
+        "offset": offset,
+    }
     args = {key: value for key, value in given.items() if value is not None}
     query = schemas.load(schemas.people_query_schema, args, error=InvalidArgument)
-    query["name"] = query.get("name") or None
+    for key in ("name", "city", "country"):
+        query[key] = query.get(key) or None
+    for key in ("min_age", "max_age"):
+        query.setdefault(key, None)
+    query.setdefault("sort", ())
     return query
 
 
-def list_people(store, *, name=None, limit=None, offset=None) -> tuple[list[dict], int, dict]:
-    """A page of people (id and name) ordered by id, how many match in all, and the checked
-    query (name, limit, offset) the page answers."""
-    query = people_query(name, limit, offset)
-    rows = store.list_people(query["name"], query["limit"], query["offset"])
+def _filters(query: dict) -> dict:
+    return {key: query[key] for key in FILTERS}
+
+
+def list_people(store, **args) -> tuple[list[dict], int, dict]:
+    """A page of people (id and name), how many match in all, and the checked query the page
+    answers (see people_query for the arguments; by id unless `sort` says otherwise)."""
+    query = people_query(**args)
+    filters = _filters(query)
+    rows = store.list_people(filters, query["limit"], query["offset"], query["sort"])
     entries = [{"id": str(row["id"]), "name": row["name"]} for row in rows]
-    return entries, store.count_people(query["name"]), query
+    return entries, store.count_people(filters), query
 
 
-def people_details(store, *, name=None, limit=None, offset=None) -> list[dict]:
+def people_details(store, **args) -> list[dict]:
     """Like list_people, with every field of each person (for GraphQL)."""
-    query = people_query(name, limit, offset)
-    rows = store.list_people_details(query["name"], query["limit"], query["offset"])
+    query = people_query(**args)
+    rows = store.list_people_details(
+        _filters(query), query["limit"], query["offset"], query["sort"]
+    )
     return [person_out(row) for row in rows]
 
 
@@ -146,7 +180,7 @@ def _without_path_id(data, person_id):
         return data
     if data["id"] != str(person_id):
         raise Invalid(
-            "Invalid id: must match the id in the path.",
+            "id: Must match the id in the path.",
             errors={"id": ["Must match the id in the path."]},
         )
     return {key: value for key, value in data.items() if key != "id"}
@@ -220,7 +254,7 @@ def add_friend(store, person_id, friend_id) -> dict:
         a, b = _both(store, person_id, friend_id)
         if a == b:
             raise Invalid(
-                "Invalid friend_id: a person cannot befriend themselves.",
+                "friend_id: A person cannot befriend themselves.",
                 errors={"friend_id": ["A person cannot befriend themselves."]},
             )
         store.add_friendship(a, b)
@@ -233,6 +267,16 @@ def remove_friend(store, person_id, friend_id) -> dict:
         a, b = _both(store, person_id, friend_id)
         store.remove_friendship(a, b)
     return get_person(store, a)
+
+
+def list_friends(store, person_id, *, limit=None, offset=None) -> tuple[list[dict], int, dict]:
+    """A page of a person's friends (id and name) by id, how many they have in all, and the
+    checked page (limit, offset); raises NotFound for an unknown person."""
+    count, skip = page(limit, offset)
+    key = int(get_person(store, person_id)["id"])
+    rows = store.list_friends(key, count, skip)
+    entries = [{"id": str(row["id"]), "name": row["name"]} for row in rows]
+    return entries, store.count_friends(key), {"limit": count, "offset": skip}
 
 
 def friends_of(store, person_ids: list[str], limit) -> dict[str, list[dict]]:

@@ -104,11 +104,11 @@ def test_keys_list_shows_usage_and_revoke_stops_a_key(tmp_path):
     ("args", "message"),
     [
         (("keys", "revoke", "nobody"), "No active API key named 'nobody'."),
-        (("keys", "create", "--name", "bad name"), "Invalid name: 1 to 64 letters"),
-        (("keys", "create", "--name", "k", "--scopes", "root"), "Invalid scopes: Must be some of"),
+        (("keys", "create", "--name", "bad name"), "name: 1 to 64 letters"),
+        (("keys", "create", "--name", "k", "--scopes", "root"), "scopes: Must be some of"),
         (
             ("keys", "create", "--name", "k", "--rate-limit", "lots"),
-            "Invalid rate_limit: Must look like",
+            "rate_limit: Must look like",
         ),
         (("import", "/nonexistent/file.json"), "cannot read /nonexistent/file.json"),
     ],

@@ -8,6 +8,7 @@ import logging
 import pytest
 
 from people_service import service
+from people_service.web.jsonio import dump_json
 
 from .conftest import close_app, make_app, new_key
 
@@ -22,6 +23,8 @@ def assert_problem(response, status: int) -> dict:
     assert PROBLEM_KEYS <= body.keys() <= PROBLEM_KEYS | {"errors"}
     assert body["status"] == status
     assert body["type"] == "about:blank"
+    # the same compact JSON as every success body, ending with a newline
+    assert response.data == dump_json(body)
     text = response.get_data(as_text=True)
     for leak in ("Traceback", "sqlite", 'File "', ".py", "SELECT", "INSERT"):
         assert leak not in text
@@ -75,6 +78,37 @@ def test_409_412_422(client, headers, make_person):
         "name": ["Length must be between 1 and 200."],
         "address": {"city": ["Not a valid string."]},
     }
+
+
+def test_a_422_detail_is_a_sentence_of_the_field_messages(client, headers):
+    one = client.post("/person", json={"name": ""}, headers=headers)
+    assert assert_problem(one, 422)["detail"] == "name: Length must be between 1 and 200."
+    several = client.post(
+        "/person", json={"name": "", "age": -1, "address": {"city": 5}}, headers=headers
+    )
+    assert assert_problem(several, 422)["detail"] == (
+        "name: Length must be between 1 and 200. "
+        "age: Must be greater than or equal to 0 and less than or equal to 150. "
+        "address.city: Not a valid string."
+    )
+    listed = client.post("/message", json=[], headers=headers)
+    assert assert_problem(listed, 422)["detail"] == "Invalid input type."
+
+
+def test_error_bodies_are_compact_and_end_with_a_newline(client, headers):
+    response = client.get("/person/42", headers=headers)
+    assert response.data == (
+        b'{"type":"about:blank","title":"Not Found","status":404,'
+        b'"detail":"No person with id \'42\'."}\n'
+    )
+    surrogate = client.post(
+        "/person",
+        data='{"name": "x", "\\ud800": 1}',
+        headers={**headers, "Content-Type": "application/json"},
+    )
+    body = assert_problem(surrogate, 422)
+    assert surrogate.data.endswith(b"\n") and surrogate.data.isascii()
+    assert body["errors"] == {"\ud800": ["Unknown field."]}
 
 
 def test_413_body_too_large(tmp_path):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 
-from ariadne import MutationType, ObjectType, QueryType
+from ariadne import EnumType, MutationType, ObjectType, QueryType
 
 from .. import service
 from ..errors import Forbidden, InvalidArgument
@@ -14,7 +14,20 @@ query = QueryType()
 mutation = MutationType()
 person = ObjectType("Person")
 message = ObjectType("Message")
-bindables = [query, mutation, person, message]
+# PersonSort values arrive as the service's sort items ("-name"), so REST and GraphQL share
+# one rule and its messages
+person_sort = EnumType(
+    "PersonSort",
+    {
+        "ID": "id",
+        "ID_DESC": "-id",
+        "NAME": "name",
+        "NAME_DESC": "-name",
+        "AGE": "age",
+        "AGE_DESC": "-age",
+    },
+)
+bindables = [query, mutation, person, message, person_sort]
 
 
 class Context:
@@ -58,8 +71,9 @@ def resolve_person(_, info, id=None, name=None):
 
 @query.field("people")
 @needs("read")
-def resolve_people(_, info, name=None, limit=None, offset=None):
-    found = service.people_details(info.context.store, name=name, limit=limit, offset=offset)
+def resolve_people(_, info, **args):
+    # name, city, country, min_age, max_age, sort, limit and offset, checked by the service
+    found = service.people_details(info.context.store, **args)
     return _returned(info, found)
 
 

@@ -10,8 +10,10 @@ from ..web.caller import current_caller, required
 from ..web.jsonio import json_body, json_response
 from . import shapes
 from .openapi import doc
+from .params import strict_query
 
 bp = Blueprint("messages", __name__)
+strict_query(bp)
 
 
 @bp.post("/message")

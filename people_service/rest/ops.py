@@ -10,8 +10,10 @@ from ..web.caller import caller_summary, current_caller, required
 from ..web.jsonio import json_response
 from . import shapes
 from .openapi import build_spec, doc
+from .params import strict_query
 
 bp = Blueprint("ops", __name__)
+strict_query(bp)
 
 
 @bp.get("/health")

@@ -13,8 +13,10 @@ from ..web.caller import current_caller, required
 from ..web.jsonio import PATCH_TYPES, dump_json, empty_response, json_body, json_response
 from . import shapes
 from .openapi import doc
+from .params import strict_query
 
 bp = Blueprint("people", __name__)
+strict_query(bp)
 
 PERSON = ("The person.", shapes.PersonOutSchema, ["ETag"])
 NO_CONTENT = {204: ("Done.", None, [])}
@@ -41,17 +43,41 @@ def _person_response(person: dict, status: int = 200, headers=None):
     return response
 
 
-def _page_link(limit: int, offset: int, name: str | None) -> str:
-    query = {"limit": limit, "offset": offset}
-    if name:
-        query["name"] = name
-    return "/people?" + urlencode(query)
+# The order of the parameters in the Link header: paging first, then what the client asked.
+LINK_PARAMETERS = ("limit", "offset", *service.FILTERS, "sort")
+
+
+def _page_link(path: str, query: dict, offset: int) -> str:
+    """The URL of another page of the same list: every parameter kept, the offset changed."""
+    params = []
+    for name in LINK_PARAMETERS:
+        value = offset if name == "offset" else query.get(name)
+        if name == "sort":
+            value = schemas.sort_text(value or ())
+        if value is not None and value != "":
+            params.append((name, value))
+    # commas stay readable in `sort` (a sub-delimiter, allowed in a query)
+    return f"{path}?{urlencode(params, safe=',')}"
+
+
+def paged_response(path: str, entries: list, total: int, query: dict):
+    """A page of a list, with X-Total-Count and a Link header to the next and previous pages."""
+    limit, offset = query["limit"], query["offset"]
+    links = []
+    if offset + limit < total:
+        links.append(f'<{_page_link(path, query, offset + limit)}>; rel="next"')
+    if offset > 0:
+        links.append(f'<{_page_link(path, query, max(0, offset - limit))}>; rel="prev"')
+    headers = {"X-Total-Count": str(total)}
+    if links:
+        headers["Link"] = ", ".join(links)
+    return json_response(entries, headers=headers)
 
 
 @bp.get("/people")
 @required
 @doc(
-    "List people (id and name), ordered by id",
+    "List people (id and name): filtered, sorted (by id unless `sort` says otherwise), paged",
     query=schemas.PeopleQuerySchema,
     ok={
         200: (
@@ -64,18 +90,9 @@ def _page_link(limit: int, offset: int, name: str | None) -> str:
 def list_people():
     args = request.args
     entries, total, query = service.list_people(
-        get_store(), name=args.get("name"), limit=args.get("limit"), offset=args.get("offset")
+        get_store(), **{name: args.get(name) for name in LINK_PARAMETERS}
     )
-    name, limit, offset = query["name"], query["limit"], query["offset"]
-    links = []
-    if offset + limit < total:
-        links.append(f'<{_page_link(limit, offset + limit, name)}>; rel="next"')
-    if offset > 0:
-        links.append(f'<{_page_link(limit, max(0, offset - limit), name)}>; rel="prev"')
-    headers = {"X-Total-Count": str(total)}
-    if links:
-        headers["Link"] = ", ".join(links)
-    return json_response(entries, headers=headers)
+    return paged_response(request.path, entries, total, query)
 
 
 @bp.get("/person/<id:person_id>")
@@ -169,6 +186,27 @@ def update_person(person_id):
 def delete_person(person_id):
     service.delete_person(get_store(), person_id, if_match())
     return empty_response()
+
+
+@bp.get("/person/<id:person_id>/friends")
+@required
+@doc(
+    "A person's friends (id and name), ordered by id",
+    query=schemas.PageSchema,
+    ok={
+        200: (
+            "A page of friends.",
+            shapes.PersonEntrySchema(many=True),
+            ["X-Total-Count", "Link"],
+        )
+    },
+)
+def list_friends(person_id):
+    args = request.args
+    entries, total, query = service.list_friends(
+        get_store(), person_id, limit=args.get("limit"), offset=args.get("offset")
+    )
+    return paged_response(request.path, entries, total, query)
 
 
 @bp.put("/person/<id:person_id>/friends/<id:friend_id>")

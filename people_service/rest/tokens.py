@@ -11,8 +11,10 @@ from ..web.caller import challenge
 from ..web.jsonio import json_body, json_response
 from . import shapes
 from .openapi import doc
+from .params import strict_query
 
 bp = Blueprint("tokens", __name__)
+strict_query(bp)
 
 FORM = "application/x-www-form-urlencoded"
 

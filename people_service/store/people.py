@@ -20,32 +20,64 @@ class PeopleStore:
         ).fetchone()
         return row["n"] == 0
 
-    @translated
-    def count_people(self, name: str | None = None) -> int:
-        if name is None:
-            return self._execute("SELECT count(*) AS n FROM people").fetchone()["n"]
-        sql = "SELECT count(*) AS n FROM people WHERE name_key LIKE ? ESCAPE '\\'"
-        return self._execute(sql, (contains(fold(name)),)).fetchone()["n"]
+    # How names sort: the case-folded name in code point order (PostgreSQL says COLLATE "C"
+    # so that its order does not depend on the database's locale).
+    NAME_ORDER = "name_key"
+
+    def _where(self, filters: dict | None) -> tuple[str, list]:
+        """The WHERE clause of a people list and its parameters; None values filter nothing."""
+        filters = filters or {}
+        clauses: list[str] = []
+        params: list = []
+        if filters.get("name") is not None:
+            clauses.append("name_key LIKE ? ESCAPE '\\'")
+            params.append(contains(fold(filters["name"])))
+        for key in ("city", "country"):
+            if filters.get(key) is not None:
+                clauses.append(f"{key}_key = ?")
+                params.append(fold(filters[key]))
+        if filters.get("min_age") is not None:
+            clauses.append("age >= ?")
+            params.append(filters["min_age"])
+        if filters.get("max_age") is not None:
+            clauses.append("age <= ?")
+            params.append(filters["max_age"])
+        return (" WHERE " + " AND ".join(clauses) if clauses else ""), params
+
+    def _order(self, sort) -> str:
+        """ORDER BY terms for (key, descending) pairs: nulls last either way, then id."""
+        columns = {"id": "id", "name": self.NAME_ORDER, "age": "age"}
+        terms = []
+        for key, descending in sort:
+            term = f"{columns[key]} {'DESC' if descending else 'ASC'}"
+            terms.append(term + " NULLS LAST" if key == "age" else term)
+            if key == "id":
+                return ", ".join(terms)  # ids are unique: nothing after them can matter
+        return ", ".join([*terms, "id"])
 
     @translated
-    def list_people(self, name: str | None, limit: int, offset: int) -> list[dict]:
-        """People with `name` in their name (any case), ordered by id: id and name only."""
-        return self._people("id, name", name, limit, offset)
+    def count_people(self, filters: dict | None = None) -> int:
+        """How many people match `filters` (name, city, country, min_age, max_age)."""
+        where, params = self._where(filters)
+        return self._execute(f"SELECT count(*) AS n FROM people{where}", params).fetchone()["n"]
 
     @translated
-    def list_people_details(self, name: str | None, limit: int, offset: int) -> list[dict]:
+    def list_people(self, filters: dict | None, limit: int, offset: int, sort=()) -> list[dict]:
+        """People who match `filters`, in the order of `sort` ((key, descending) pairs of id,
+        name and age; ties by id): id and name only."""
+        return self._people("id, name", filters, limit, offset, sort)
+
+    @translated
+    def list_people_details(
+        self, filters: dict | None, limit: int, offset: int, sort=()
+    ) -> list[dict]:
         """As list_people, with every column of the details."""
-        return self._people(PERSON_COLUMNS, name, limit, offset)
+        return self._people(PERSON_COLUMNS, filters, limit, offset, sort)
 
-    def _people(self, columns: str, name: str | None, limit: int, offset: int) -> list[dict]:
-        if name is None:
-            sql = f"SELECT {columns} FROM people ORDER BY id LIMIT ? OFFSET ?"
-            return self._execute(sql, (limit, offset)).fetchall()
-        sql = (
-            f"SELECT {columns} FROM people WHERE name_key LIKE ? ESCAPE '\\'"
-            " ORDER BY id LIMIT ? OFFSET ?"
-        )
-        return self._execute(sql, (contains(fold(name)), limit, offset)).fetchall()
+    def _people(self, columns: str, filters, limit: int, offset: int, sort) -> list[dict]:
+        where, params = self._where(filters)
+        sql = f"SELECT {columns} FROM people{where} ORDER BY {self._order(sort)} LIMIT ? OFFSET ?"
+        return self._execute(sql, (*params, limit, offset)).fetchall()
 
     @translated
     def get_person(self, person_id: int) -> dict | None:
@@ -77,6 +109,19 @@ class PeopleStore:
             person["street"],
             person["city"],
             person["country"],
+            fold(person["city"]),
+            fold(person["country"]),
+        )
+
+    def _fold_places(self) -> None:
+        """Fill city_key and country_key from city and country (a migration: Python's case
+        folding, exactly as every write computes them, which neither SQL dialect offers)."""
+        rows = self._execute(
+            "SELECT id, city, country FROM people WHERE city IS NOT NULL OR country IS NOT NULL"
+        ).fetchall()
+        self._executemany(
+            "UPDATE people SET city_key = ?, country_key = ? WHERE id = ?",
+            [(fold(row["city"]), fold(row["country"]), row["id"]) for row in rows],
         )
 
     @translated
@@ -85,7 +130,8 @@ class PeopleStore:
         now = now_iso()
         return self._insert(
             "INSERT INTO people (name, name_key, age, email, email_key, street, city, country,"
-            " created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " city_key, country_key, created_at, updated_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (*self._person_values(person), now, now),
         )
 
@@ -94,7 +140,8 @@ class PeopleStore:
         """Replace every column of a person."""
         cursor = self._execute(
             "UPDATE people SET name = ?, name_key = ?, age = ?, email = ?, email_key = ?,"
-            " street = ?, city = ?, country = ?, updated_at = ? WHERE id = ?",
+            " street = ?, city = ?, country = ?, city_key = ?, country_key = ?, updated_at = ?"
+            " WHERE id = ?",
             (*self._person_values(person), now_iso(), person_id),
         )
         if cursor.rowcount == 0:
@@ -123,6 +170,20 @@ class PeopleStore:
             " OR (person_id = ? AND friend_id = ?)",
             (person_id, friend_id, friend_id, person_id),
         )
+
+    @translated
+    def count_friends(self, person_id: int) -> int:
+        sql = "SELECT count(*) AS n FROM friendships WHERE person_id = ?"
+        return self._execute(sql, (person_id,)).fetchone()["n"]
+
+    @translated
+    def list_friends(self, person_id: int, limit: int, offset: int) -> list[dict]:
+        """A page of a person's friends by id: id and name only."""
+        return self._execute(
+            "SELECT p.id, p.name FROM friendships f JOIN people p ON p.id = f.friend_id"
+            " WHERE f.person_id = ? ORDER BY f.friend_id LIMIT ? OFFSET ?",
+            (person_id, limit, offset),
+        ).fetchall()
 
     @translated
     def friends_of(self, person_ids: list[int], limit: int) -> dict[int, list[dict]]:

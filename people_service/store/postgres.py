@@ -26,6 +26,23 @@ SCHEMA_V1_POSTGRES = (
     )
     + ";\nCREATE TABLE settings (name TEXT PRIMARY KEY, value TEXT NOT NULL)"
 )
+
+
+def _v3_people_filters(store) -> None:
+    """Folded city and country keys, filled from what is there, and the indexes of filtered
+    and sorted people lists (names in code point order, as SQLite compares them)."""
+    store._script(
+        "ALTER TABLE people ADD COLUMN city_key TEXT;\n"
+        "ALTER TABLE people ADD COLUMN country_key TEXT;\n"
+        "CREATE INDEX people_city_key ON people (city_key, id);\n"
+        "CREATE INDEX people_country_key ON people (country_key, id);\n"
+        "CREATE INDEX people_age ON people (age, id);\n"
+        "CREATE INDEX people_age_desc ON people (age DESC NULLS LAST, id);\n"
+        'CREATE INDEX people_name_order ON people (name_key COLLATE "C", id)'
+    )
+    store._fold_places()
+
+
 # Each entry upgrades the schema by one version, as the SQLite store's migrations do.
 MIGRATIONS = [
     lambda store: store._script(SCHEMA_V1_POSTGRES),
@@ -33,6 +50,7 @@ MIGRATIONS = [
         "ALTER TABLE users ADD COLUMN disabled_at TEXT;\n"
         "ALTER TABLE users ADD COLUMN token_generation BIGINT NOT NULL DEFAULT 0"
     ),
+    _v3_people_filters,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 IDENTITY_TABLES = ("people", "messages", "api_keys", "users")
@@ -66,6 +84,7 @@ class PostgresStore(Store):
     driver_error = psycopg.Error
     integrity_error = pg_errors.IntegrityError
     GREATEST = "greatest"
+    NAME_ORDER = 'name_key COLLATE "C"'
 
     def __init__(self, url: str, *, pool_size: int = 20, timeout: float = 5.0):
         self.url = url

@@ -11,8 +11,8 @@ KEY_COLUMNS = (
 # Every column of the tables a migration between backends copies, in an order that keeps
 # foreign keys satisfied.
 TABLES = {
-    "people": "id, name, name_key, age, email, email_key, street, city, country, created_at,"
-    " updated_at",
+    "people": "id, name, name_key, age, email, email_key, street, city, country, city_key,"
+    " country_key, created_at, updated_at",
     "friendships": "person_id, friend_id",
     "messages": "id, person_id, sender_id, sender, content, created_at",
     "api_keys": "id, name, prefix, key_hash, scopes, rate_limit, created_at, last_used,"

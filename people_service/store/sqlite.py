@@ -34,11 +34,25 @@ def _v2_user_status(store) -> None:
     users.add_column("token_generation", int, not_null_default=0)
 
 
+def _v3_people_filters(store) -> None:
+    """People lists filter by city and country ignoring case (stored folded keys, filled from
+    what is there) and sort by name or age: indexes for those filters and orders."""
+    people = store._db()["people"]
+    people.add_column("city_key", str)
+    people.add_column("country_key", str)
+    store._fold_places()
+    # the rowid (id) ends every index, so equal keys come in id order, the lists' tie-break
+    people.create_index(["city_key"], index_name="people_city_key")
+    people.create_index(["country_key"], index_name="people_country_key")
+    people.create_index(["age"], index_name="people_age")
+
+
 # Each entry upgrades the schema by one version, inside one transaction; sqlite-utils writes
 # the DDL of the later ones. PRAGMA user_version records how far a file is.
 MIGRATIONS = [
     lambda store: store._script(SCHEMA_V1_SQLITE),
     _v2_user_status,
+    _v3_people_filters,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 FILE_CHECK_SECONDS = 1.0  # how long a read may trust that the database file is still there

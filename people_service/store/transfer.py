@@ -22,11 +22,10 @@ class TransferStore:
         if taken:
             raise Conflict(f"A person with id '{taken['id']}' already exists.")
         now = now_iso()
+        rows = [(person["id"], *self._person_values(person), now, now) for person in people]
+        marks = ", ".join("?" * len(TABLES["people"].split(",")))
         try:
-            self._executemany(
-                f"INSERT INTO people ({TABLES['people']}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [(person["id"], *self._person_values(person), now, now) for person in people],
-            )
+            self._executemany(f"INSERT INTO people ({TABLES['people']}) VALUES ({marks})", rows)
         except self.integrity_error:
             raise Conflict("Two people share an email (or one already exists).") from None
         pairs = {pair for a, b in friendships for pair in ((a, b), (b, a))}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from http import HTTPStatus
 
@@ -10,6 +9,7 @@ from werkzeug.exceptions import HTTPException
 from werkzeug.wrappers import Response
 
 from ..errors import ServiceError
+from .jsonio import dump_json
 
 log = logging.getLogger("people_service")
 
@@ -141,8 +141,9 @@ def http_detail(error: HTTPException) -> str:
 def problem_response(error: Exception) -> Response:
     """Render any error as application/problem+json, keeping headers such as Allow."""
     status, detail, errors, headers, omitted = _parts(error)
-    # ASCII escapes: field names echoed from a body may hold lone surrogates, which UTF-8 cannot
-    body = json.dumps(problem(status, detail, errors, omitted))
+    # the same compact JSON and final newline as every other answer (dump_json falls back to
+    # ASCII escapes for field names echoed from a body with lone surrogates)
+    body = dump_json(problem(status, detail, errors, omitted))
     return Response(body, status=status, headers=headers, content_type=PROBLEM_JSON)
 
 
