@@ -67,10 +67,17 @@ class TinyApp:
 def tiny():
     app = TinyApp()
     server = create_server(app, host="127.0.0.1", port=0, threads=2)
-    thread = threading.Thread(target=server.run, daemon=True)
+    stop = threading.Event()
+
+    def run():  # as server.serve does: the loop closes the server itself, in its own thread
+        while not stop.is_set():
+            server.asyncore.loop(timeout=0.05, map=server._map, count=1)
+        server.close()
+
+    thread = threading.Thread(target=run, daemon=True)
     thread.start()
     yield app, server.effective_port
-    server.close()
+    stop.set()
     thread.join(5)
 
 
