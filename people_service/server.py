@@ -301,6 +301,7 @@ def serve_workers(
                 "forwarded_allow_ips": settings["TRUSTED_PROXY"] or "",
                 "control_socket_disable": True,
                 "when_ready": when_ready,
+                "on_exit": lambda arbiter: log.info("people-service stopped"),
                 "proc_name": "people-service",
             }
             for name, value in options.items():
