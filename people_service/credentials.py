@@ -15,13 +15,12 @@ import jwt
 
 from . import schemas
 from .errors import BadRequest, NotFound
+from .passwords import check_password, hash_password, names_its_context
 from .service import Viewer
 
 SCOPES = schemas.SCOPES
 KEY_PREFIX = "ps_"
 ISSUER = "people-service"
-# OWASP's floor for PBKDF2-SHA256; about 0.15 s per check here, so the handshake is throttled
-PASSWORD_ITERATIONS = 600_000
 
 
 @dataclass(frozen=True)
@@ -133,36 +132,10 @@ def create_user(
     )
 
 
-def hash_password(password: str) -> str:
-    """A salted PBKDF2-SHA256 hash, written as werkzeug.security writes it
-    (`pbkdf2:sha256:<iterations>$<salt>$<hex>`), so either can check the other's hashes."""
-    salt = secrets.token_urlsafe(12)
-    digest = hashlib.pbkdf2_hmac("sha256", password.encode(), salt.encode(), PASSWORD_ITERATIONS)
-    return f"pbkdf2:sha256:{PASSWORD_ITERATIONS}${salt}${digest.hex()}"
-
-
-def check_password(stored: str, password: str) -> bool:
-    """Whether `password` matches a hash of hash_password (constant-time comparison)."""
-    try:
-        method, salt, expected = stored.split("$", 2)
-        kind, hash_name, iterations = method.split(":")
-        if kind != "pbkdf2":
-            return False
-        digest = hashlib.pbkdf2_hmac(hash_name, password.encode(), salt.encode(), int(iterations))
-    except (ValueError, UnicodeEncodeError):
-        return False
-    return hmac.compare_digest(digest.hex(), expected)
-
-
 def _check_context(password: str, username: str) -> None:
-    """NIST's context words: a password holding the username or the service's name is weak."""
-    plain = "".join(password.split()).casefold()
-    words = ["peopleservice", "people-service"]
-    if len(username) >= 4:  # shorter names are in too many words to refuse them all
-        words.append(username.casefold())
-    if any(word in plain for word in words):
+    if names_its_context(password, username):
         raise BadRequest(
-            "Invalid password: it must not contain the username or the service's name.",
+            "password: Must not contain the username or the service's name.",
             errors={"password": ["Must not contain the username or the service's name."]},
         )
 

@@ -6,13 +6,12 @@ the OpenAPI document cannot disagree about one.
 
 from __future__ import annotations
 
-import functools
 import re
-from pathlib import Path
 
 from limits import parse_many
 from marshmallow import EXCLUDE, Schema, ValidationError, fields, validate, validates_schema
 
+from . import passwords
 from .errors import Invalid, ServiceError
 
 MAX_OFFSET = 2**31 - 1
@@ -313,42 +312,16 @@ class KeyRequestSchema(Schema):
     rate_limit = RateLimit(load_default=None, allow_none=True)
 
 
-MIN_PASSWORD = 15  # NIST SP 800-63B rev. 4: the least for a password used alone
-
-
-@functools.cache
-def common_passwords() -> frozenset[str]:
-    """The passwords refused as too common, in the form `_plain` compares."""
-    lines = Path(__file__).with_name("common_passwords.txt").read_text().splitlines()
-    return frozenset(_plain(line) for line in lines if line and not line.startswith("#"))
-
-
-def _plain(password: str) -> str:
-    return "".join(password.split()).casefold()
-
-
-def _guessable(password: str) -> bool:
-    """Common, one short pattern repeated, or a run such as 'abcdefg...' or '9876...'."""
-    plain = _plain(password)
-    if plain in common_passwords():
-        return True
-    for size in range(1, 5):
-        if len(plain) % size == 0 and plain == plain[:size] * (len(plain) // size):
-            return True
-    steps = {ord(b) - ord(a) for a, b in zip(plain, plain[1:], strict=False)}
-    return steps in ({1}, {-1})
-
-
 class Password(Text):
     """A password: 15 to 1024 characters, not a common or guessable one."""
 
     def __init__(self, **kwargs):
-        length = validate.Length(min=MIN_PASSWORD, max=1024)
+        length = validate.Length(min=passwords.MIN_LENGTH, max=1024)
         super().__init__(validate=[length, _NO_NUL], **kwargs)
 
     def _deserialize(self, value, attr, data, **kwargs):
         password = super()._deserialize(value, attr, data, **kwargs)
-        if len(password) >= MIN_PASSWORD and _guessable(password):
+        if len(password) >= passwords.MIN_LENGTH and passwords.guessable(password):
             raise ValidationError("Too common or too easy to guess; choose another.")
         return password
 

@@ -97,7 +97,7 @@ def test_passwords_must_be_long_and_uncommon(tmp_path, capsys):
         ("passwordpassword", "Too common"),
         ("aaaaaaaaaaaaaaaaaaaa", "Too common"),
         ("abcdefghijklmnopq", "Too common"),
-        ("grace-hopper-rules-the-world", "must not contain the username"),
+        ("grace-hopper-rules-the-world", "Must not contain the username"),
     ]:
         result = run("users", "create", "hopper", "--password-stdin", input=password, db=db)
         assert result.exit_code != 0 and message in str(result.output + str(result.exception))

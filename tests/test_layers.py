@@ -17,6 +17,7 @@ DOMAIN = [
     for name in (
         "service.py",
         "credentials.py",
+        "passwords.py",
         "idempotency.py",
         "transfer.py",
         "usage.py",
