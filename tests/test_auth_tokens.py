@@ -266,3 +266,29 @@ def test_a_signed_token_whose_subject_is_a_lone_surrogate_is_401(tmp_path):
         assert response.headers["Content-Type"] == "application/problem+json"
     finally:
         close_app(app)
+
+
+def test_a_deleted_users_tokens_stay_refused_when_the_name_is_taken_again(server):
+    """A token names its user by username and generation; a new user of the same name starts
+    at generation 0 again, so without more the old token would stand for the new user."""
+    made = cli("users", "create", "eve", "--password-stdin", db=server.db, input=PASSWORD + "\n")
+    assert made.returncode == 0, made.stderr
+    old = login(server, "eve").json()["access_token"]
+    assert server.request("GET", "/me", headers=bearer(old)).status_code == 200
+    assert cli("users", "delete", "eve", db=server.db).returncode == 0
+    assert server.request("GET", "/me", headers=bearer(old)).status_code == 401
+    again = cli(
+        "users",
+        "create",
+        "eve",
+        "--scopes",
+        "read",
+        "--password-stdin",
+        db=server.db,
+        input="another password for the new eve\n",
+    )
+    assert again.returncode == 0, again.stderr
+    assert server.request("GET", "/me", headers=bearer(old)).status_code == 401
+    new = login(server, "eve", password="another password for the new eve")
+    me = server.request("GET", "/me", headers=bearer(new.json()["access_token"]))
+    assert me.status_code == 200 and me.json()["scopes"] == ["read"]
