@@ -292,3 +292,50 @@ def test_a_deleted_users_tokens_stay_refused_when_the_name_is_taken_again(server
     new = login(server, "eve", password="another password for the new eve")
     me = server.request("GET", "/me", headers=bearer(new.json()["access_token"]))
     assert me.status_code == 200 and me.json()["scopes"] == ["read"]
+
+
+@pytest.fixture(scope="module")
+def throttled(tmp_path_factory, backend):
+    """A server whose address limit is tiny (2/second) and whose login limit is 3/minute."""
+    db = database(tmp_path_factory.mktemp("throttled"))
+    made = cli("users", "create", "ada", "--password-stdin", db=db, input=PASSWORD + "\n")
+    assert made.returncode == 0, made.stderr
+    env = {
+        "PEOPLE_SERVICE_ANONYMOUS_RATE_LIMIT": "2/second",
+        "PEOPLE_SERVICE_AUTH_RATE_LIMIT": "3/minute",
+    }
+    server = ServerProcess(db, env=env).start()
+    yield server
+    server.stop()
+
+
+def wait_for_address_budget(server):
+    """Until the address has requests again (a sliding window of one second)."""
+    deadline = time.monotonic() + 10
+    while server.request("GET", "/health").status_code == 200:  # /health is not limited
+        if server.request("GET", "/openapi.json").status_code == 200:
+            return
+        assert time.monotonic() < deadline
+        time.sleep(0.3)
+
+
+def test_logins_refused_for_the_address_do_not_use_up_the_usernames_budget(throttled):
+    """An address over its limit is refused before its body is read: before, each such refusal
+    still charged the username's login limit, so a flood locked the user out."""
+    wait_for_address_budget(throttled)
+    refused = [login(throttled, password="guess").status_code for _ in range(6)]
+    assert refused.count(429) >= 4
+    time.sleep(2.1)
+    wait_for_address_budget(throttled)
+    assert login(throttled).status_code == 200
+
+
+def test_a_login_body_over_16_kib_is_413_before_it_is_read(throttled):
+    time.sleep(2.1)
+    wait_for_address_budget(throttled)
+    body = {"username": "bob", "password": PASSWORD, "padding": "x" * (16 * 1024)}
+    for sent in ({"json": body}, {"data": body}):
+        response = throttled.request("POST", "/auth/token", **sent)
+        assert response.status_code == 413, response.text
+        assert response.headers["Content-Type"] == "application/problem+json"
+        time.sleep(1.1)
