@@ -171,6 +171,18 @@ def test_import_is_all_or_nothing(tmp_path):
     assert "A person with id '1' already exists." in result.stderr
 
 
+def test_an_import_file_that_repeats_an_id_is_refused_naming_the_id(tmp_path):
+    """It used to say 'Two people share an email', about a file without any email."""
+    db = database(tmp_path)
+    twice = tmp_path / "twice.json"
+    people = [{"id": "7", "name": "First", "friends": []}, {"id": "7", "name": "Second"}]
+    twice.write_text(json.dumps({"people": people}))
+    result = cli("import", str(twice), db=db)
+    assert result.returncode == 1
+    assert result.stderr.strip() == "people-service: Two people in the file have the id '7'."
+    assert json.loads(cli("export", db=db).stdout) == {"people": []}
+
+
 def test_bad_configuration_stops_serve_with_status_2(tmp_path):
     cases = [
         ({"PEOPLE_SERVICE_RATE_LIMIT": "plenty"}, "RATE_LIMIT must look like"),
