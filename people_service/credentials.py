@@ -199,8 +199,7 @@ def issue_token(user: dict, secret: str, ttl: int) -> dict:
         "iss": ISSUER,
         # the user's token generation: a new password or a disable moves it on
         "gen": user["token_generation"],
-        # the user's row: ids are never reused, so a user deleted and created again under the
-        # same name (generation 0 again) does not inherit the old one's tokens
+        # the user's row (never reused): a new user of a deleted one's name starts at gen 0
         "uid": user["id"],
     }
     token = jwt.encode(claims, secret, algorithm="HS256")
