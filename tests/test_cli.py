@@ -199,6 +199,27 @@ def test_bad_configuration_stops_serve_with_status_2(tmp_path):
         assert "Traceback" not in result.stderr
 
 
+def test_a_limit_that_allows_nothing_is_refused_not_served_as_429_forever(tmp_path):
+    """'0/minute' parses, but a key or a server with it answers 429 to every request, with a
+    Retry-After that invites a retry that can never succeed."""
+    db = database(tmp_path)
+    for env in (
+        {"PEOPLE_SERVICE_RATE_LIMIT": "0/minute"},
+        {"PEOPLE_SERVICE_AUTH_RATE_LIMIT": "5/second;0/hour"},
+    ):
+        # a server that starts serves until the timeout: then the test fails, it cannot hang
+        result = cli("serve", "--port", str(free_port()), db=db, env=env, timeout=20)
+        assert result.returncode == 2, (env, result.stderr)
+        assert "must allow at least one request in each window" in result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    refused = cli("keys", "create", "--name", "none", "--rate-limit", "0/minute", db=db)
+    assert refused.returncode == 1
+    assert refused.stderr.strip() == (
+        "people-service: rate_limit: Must allow at least one request in each window."
+    )
+    assert "none" not in cli("keys", "list", db=db).stdout
+
+
 def test_unwritable_database_path_stops_with_status_2(tmp_path):
     blocker = tmp_path / "not-a-directory"
     blocker.write_text("")  # even root cannot create a file inside a file
