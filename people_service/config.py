@@ -157,10 +157,13 @@ def check_storage(storage: str) -> str:
 def check_rate_limit(value, what: str = "rate limit") -> str:
     """Return `value` if flask-limiter can parse it, e.g. '600/minute' or '10/second;500/hour'."""
     try:
-        if not value or not parse_many(str(value)):
+        items = parse_many(str(value)) if value else None
+        if not items:
             raise ValueError
     except ValueError:
         raise ConfigError(
             f"{what} must look like '600/minute' or '100 per hour', not {value!r}"
         ) from None
+    if any(item.amount < 1 for item in items):  # 429 forever, Retry-After inviting retries
+        raise ConfigError(f"{what} must allow at least one request in each window, not {value!r}")
     return str(value)

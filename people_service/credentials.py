@@ -10,6 +10,7 @@ import secrets
 import threading
 import time
 from dataclasses import dataclass
+from datetime import datetime
 
 import jwt
 
@@ -198,6 +199,8 @@ def issue_token(user: dict, secret: str, ttl: int) -> dict:
         "iss": ISSUER,
         # the user's token generation: a new password or a disable moves it on
         "gen": user["token_generation"],
+        # the user's row (never reused): a new user of a deleted one's name starts at gen 0
+        "uid": user["id"],
     }
     token = jwt.encode(claims, secret, algorithm="HS256")
     return {"access_token": token, "token_type": "Bearer", "expires_in": ttl}
@@ -222,9 +225,16 @@ def caller_from_token(store, token: str, secret: str) -> tuple[Caller, int] | No
     user = store.user_by_name(claims["sub"])
     if user is None or user["disabled_at"] or claims.get("gen", 0) != user["token_generation"]:
         return None
+    if claims.get("uid", user["id"]) != user["id"] or claims["iat"] < _created(user):
+        return None  # issued to an earlier user of this name (tokens without `uid`: by time)
     # a token never grants more than its user has now
     scopes = frozenset(claims["scope"].split()) & frozenset(user["scopes"].split())
     return Caller("user", user["id"], user["username"], scopes, user["rate_limit"]), claims["exp"]
+
+
+def _created(user: dict) -> int:
+    """When a user was created, in whole seconds (a token's `iat` is in whole seconds)."""
+    return int(datetime.fromisoformat(user["created_at"]).timestamp())
 
 
 def load_secret(config: dict, store) -> str:

@@ -20,6 +20,27 @@ _plain = logging.Formatter()
 ACCESS = "people_service.access"
 
 
+# What the service issues as credentials: API keys (ps_ and 43 URL-safe characters) and JWTs
+# (three base64url parts, the first a JSON object: "eyJ"). Wherever a client puts one in a URL
+# (they are only read from headers), the access log writes it as [redacted].
+_CREDENTIAL = re.compile(r"ps_[A-Za-z0-9_-]{20,}|eyJ[A-Za-z0-9_-]*\.[A-Za-z0-9_-]*\.[A-Za-z0-9_-]*")
+# The value of a query parameter whose name says it holds a secret (password=, api_key=, ...).
+_SECRET_PARAMETER = re.compile(r"([?&][^=&?]*(?:pass|secret|token|key)[^=&]*=)[^&]*", re.I)
+_REDACTED = "[redacted]"
+
+
+def redact(path: str) -> str:
+    """A logged path and query string without the credentials a client put in them."""
+    if "ps_" in path or "eyJ" in path:
+        path = _CREDENTIAL.sub(_REDACTED, path)
+    lowered = path.lower()
+    if "?" in path and (
+        "pass" in lowered or "secret" in lowered or "token" in lowered or "key" in lowered
+    ):
+        path = _SECRET_PARAMETER.sub(r"\1" + _REDACTED, path)
+    return path
+
+
 def escape(text: str) -> str:
     """`text` with control characters as visible escapes (`\\n`, `\\x1b`), on one line."""
     return _CONTROL.sub(_escaped, text) if _CONTROL.search(text) else text

@@ -294,11 +294,20 @@ class RateLimit(fields.String):
     def _deserialize(self, value, attr, data, **kwargs):
         text = super()._deserialize(value, attr, data, **kwargs)
         try:
-            if not parse_many(text):
+            items = parse_many(text)
+            if not items:
                 raise ValueError
         except ValueError:
             raise ValidationError("Must look like '600/minute' or '100 per hour'.") from None
+        if not allows_requests(items):
+            raise ValidationError("Must allow at least one request in each window.")
         return text
+
+
+def allows_requests(items) -> bool:
+    """Whether every window of a parsed limit lets a request through ('0/minute' parses, but
+    would answer 429 forever, with a Retry-After that invites retries)."""
+    return all(item.amount >= 1 for item in items)
 
 
 NAME_RULE = "1 to 64 letters, digits or . _ @ -, starting with a letter or digit."

@@ -341,7 +341,7 @@ def live(tmp_path_factory, backend):
     server.stop()
 
 
-def cli(*args, db=None, input=None, env=None):
+def cli(*args, db=None, input=None, env=None, timeout=120):
     """Run the people-service command in a child process."""
     command = [sys.executable, "-m", "people_service.cli", *args]
     if db is not None:
@@ -352,7 +352,7 @@ def cli(*args, db=None, input=None, env=None):
         input=input,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=timeout,
         env={**os.environ, "PEOPLE_SERVICE_SECRET_KEY": SECRET, **(env or {})},
     )
 

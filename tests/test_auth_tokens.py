@@ -266,3 +266,76 @@ def test_a_signed_token_whose_subject_is_a_lone_surrogate_is_401(tmp_path):
         assert response.headers["Content-Type"] == "application/problem+json"
     finally:
         close_app(app)
+
+
+def test_a_deleted_users_tokens_stay_refused_when_the_name_is_taken_again(server):
+    """A token names its user by username and generation; a new user of the same name starts
+    at generation 0 again, so without more the old token would stand for the new user."""
+    made = cli("users", "create", "eve", "--password-stdin", db=server.db, input=PASSWORD + "\n")
+    assert made.returncode == 0, made.stderr
+    old = login(server, "eve").json()["access_token"]
+    assert server.request("GET", "/me", headers=bearer(old)).status_code == 200
+    assert cli("users", "delete", "eve", db=server.db).returncode == 0
+    assert server.request("GET", "/me", headers=bearer(old)).status_code == 401
+    again = cli(
+        "users",
+        "create",
+        "eve",
+        "--scopes",
+        "read",
+        "--password-stdin",
+        db=server.db,
+        input="another password for the new eve\n",
+    )
+    assert again.returncode == 0, again.stderr
+    assert server.request("GET", "/me", headers=bearer(old)).status_code == 401
+    new = login(server, "eve", password="another password for the new eve")
+    me = server.request("GET", "/me", headers=bearer(new.json()["access_token"]))
+    assert me.status_code == 200 and me.json()["scopes"] == ["read"]
+
+
+@pytest.fixture(scope="module")
+def throttled(tmp_path_factory, backend):
+    """A server whose address limit is tiny (2/second) and whose login limit is 3/minute."""
+    db = database(tmp_path_factory.mktemp("throttled"))
+    made = cli("users", "create", "ada", "--password-stdin", db=db, input=PASSWORD + "\n")
+    assert made.returncode == 0, made.stderr
+    env = {
+        "PEOPLE_SERVICE_ANONYMOUS_RATE_LIMIT": "2/second",
+        "PEOPLE_SERVICE_AUTH_RATE_LIMIT": "3/minute",
+    }
+    server = ServerProcess(db, env=env).start()
+    yield server
+    server.stop()
+
+
+def wait_for_address_budget(server):
+    """Until the address has requests again (a sliding window of one second)."""
+    deadline = time.monotonic() + 10
+    while server.request("GET", "/health").status_code == 200:  # /health is not limited
+        if server.request("GET", "/openapi.json").status_code == 200:
+            return
+        assert time.monotonic() < deadline
+        time.sleep(0.3)
+
+
+def test_logins_refused_for_the_address_do_not_use_up_the_usernames_budget(throttled):
+    """An address over its limit is refused before its body is read: before, each such refusal
+    still charged the username's login limit, so a flood locked the user out."""
+    wait_for_address_budget(throttled)
+    refused = [login(throttled, password="guess").status_code for _ in range(6)]
+    assert refused.count(429) >= 4
+    time.sleep(2.1)
+    wait_for_address_budget(throttled)
+    assert login(throttled).status_code == 200
+
+
+def test_a_login_body_over_16_kib_is_413_before_it_is_read(throttled):
+    time.sleep(2.1)
+    wait_for_address_budget(throttled)
+    body = {"username": "bob", "password": PASSWORD, "padding": "x" * (16 * 1024)}
+    for sent in ({"json": body}, {"data": body}):
+        response = throttled.request("POST", "/auth/token", **sent)
+        assert response.status_code == 413, response.text
+        assert response.headers["Content-Type"] == "application/problem+json"
+        time.sleep(1.1)

@@ -171,6 +171,18 @@ def test_import_is_all_or_nothing(tmp_path):
     assert "A person with id '1' already exists." in result.stderr
 
 
+def test_an_import_file_that_repeats_an_id_is_refused_naming_the_id(tmp_path):
+    """It used to say 'Two people share an email', about a file without any email."""
+    db = database(tmp_path)
+    twice = tmp_path / "twice.json"
+    people = [{"id": "7", "name": "First", "friends": []}, {"id": "7", "name": "Second"}]
+    twice.write_text(json.dumps({"people": people}))
+    result = cli("import", str(twice), db=db)
+    assert result.returncode == 1
+    assert result.stderr.strip() == "people-service: Two people in the file have the id '7'."
+    assert json.loads(cli("export", db=db).stdout) == {"people": []}
+
+
 def test_bad_configuration_stops_serve_with_status_2(tmp_path):
     cases = [
         ({"PEOPLE_SERVICE_RATE_LIMIT": "plenty"}, "RATE_LIMIT must look like"),
@@ -185,6 +197,27 @@ def test_bad_configuration_stops_serve_with_status_2(tmp_path):
         assert message in result.stderr
         assert len(result.stderr.strip().splitlines()) == 1, result.stderr
         assert "Traceback" not in result.stderr
+
+
+def test_a_limit_that_allows_nothing_is_refused_not_served_as_429_forever(tmp_path):
+    """'0/minute' parses, but a key or a server with it answers 429 to every request, with a
+    Retry-After that invites a retry that can never succeed."""
+    db = database(tmp_path)
+    for env in (
+        {"PEOPLE_SERVICE_RATE_LIMIT": "0/minute"},
+        {"PEOPLE_SERVICE_AUTH_RATE_LIMIT": "5/second;0/hour"},
+    ):
+        # a server that starts serves until the timeout: then the test fails, it cannot hang
+        result = cli("serve", "--port", str(free_port()), db=db, env=env, timeout=20)
+        assert result.returncode == 2, (env, result.stderr)
+        assert "must allow at least one request in each window" in result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    refused = cli("keys", "create", "--name", "none", "--rate-limit", "0/minute", db=db)
+    assert refused.returncode == 1
+    assert refused.stderr.strip() == (
+        "people-service: rate_limit: Must allow at least one request in each window."
+    )
+    assert "none" not in cli("keys", "list", db=db).stdout
 
 
 def test_unwritable_database_path_stops_with_status_2(tmp_path):

@@ -188,3 +188,26 @@ def test_python_app_py_serves_the_same_app(tmp_path):
         out, err = process.communicate(timeout=20)
     assert process.returncode == 0, err
     assert out.strip().splitlines()[-1].startswith("ps_")
+
+
+def test_if_none_match_on_a_write_is_a_precondition_too(live):
+    """`If-None-Match: *` is HTTP's "do not overwrite": a write under it, or under the ETag the
+    person has now, must be refused with 412 and change nothing (RFC 9110 13.1.2)."""
+    made = live.request("POST", "/person", json={"name": "Kept", "age": 7}, headers=live.headers)
+    path = f"/person/{made.json()['id']}"
+    etag = made.headers["ETag"]
+    for method, body, condition in (
+        ("PUT", {"name": "Overwritten"}, "*"),
+        ("PATCH", {"age": 8}, "*"),
+        ("POST", {"age": 8}, etag),
+        ("PATCH", {"age": 8}, f"W/{etag}"),
+        ("DELETE", None, "*"),
+    ):
+        headers = {**live.headers, "If-None-Match": condition}
+        response = live.request(method, path, json=body, headers=headers)
+        assert response.status_code == 412, (method, condition, response.text)
+        assert response.headers["Content-Type"] == "application/problem+json"
+    kept = live.request("GET", path, headers=live.headers)
+    assert kept.json()["name"] == "Kept" and kept.json()["age"] == 7
+    other = {**live.headers, "If-None-Match": '"another-version"'}
+    assert live.request("PATCH", path, json={"age": 9}, headers=other).status_code == 200

@@ -327,3 +327,35 @@ def test_mutation_without_write_scope_is_a_forbidden_field_error(graphql, demo_s
     body = mixed.json()
     assert body["data"] == {"me": {"name": "gql-writer"}, "person": None}
     assert codes(mixed) == ["FORBIDDEN"]
+
+
+def test_each_mutation_field_answers_with_the_state_it_left(graphql):
+    """Mutation fields run one after another; each one's selection reads what it changed, never
+    an answer an earlier field of the same document loaded."""
+    made = data(
+        graphql(
+            "POST",
+            'mutation { a: createPerson(input: {name: "A"}) { id }'
+            ' b: createPerson(input: {name: "B"}) { id } }',
+        )
+    )
+    a, b = made["a"]["id"], made["b"]["id"]
+    friends = "friends(limit: 100) { id } messages(limit: 5) { content }"
+    answer = data(
+        graphql(
+            "POST",
+            "mutation($a: ID!, $b: ID!) {"
+            f" added: addFriend(id: $a, friendId: $b) {{ {friends} }}"
+            f" removed: removeFriend(id: $a, friendId: $b) {{ {friends} }}"
+            f" again: addFriend(id: $a, friendId: $b) {{ {friends} }}"
+            ' first: sendMessage(personId: $a, content: "one") { person { messages { content } } }'
+            ' second: sendMessage(personId: $a, content: "two") { person { messages { content } } }'
+            "}",
+            {"a": a, "b": b},
+        )
+    )
+    assert answer["added"] == {"friends": [{"id": b}], "messages": []}
+    assert answer["removed"] == {"friends": [], "messages": []}
+    assert answer["again"] == {"friends": [{"id": b}], "messages": []}
+    assert answer["first"] == {"person": {"messages": [{"content": "one"}]}}
+    assert answer["second"] == {"person": {"messages": [{"content": "two"}, {"content": "one"}]}}

@@ -113,3 +113,21 @@ def test_the_overlap_check_keeps_its_budget_knob_and_abort_message():
     schema = graphql.build_schema("type Query { a: A } type A { b: String }")
     errors = graphql.validate(schema, document)
     assert [error.message for error in errors] == [parsing.VALIDATION_ABORTED]
+
+
+def test_variable_coercion_stops_with_the_message_view_maps_to_bad_user_input():
+    """view._code tells graphql-core's variable errors by their first words; the one that ends
+    the count (max_coercion_errors, which execute_sync takes) has no 'Variable' in front."""
+    from graphql import parse
+    from graphql.execution import execute_sync
+
+    from people_service.graphql.schema import executable_schema
+
+    assert "max_coercion_errors" in parameters(execute_sync)
+    document = parse("query ($a: [Int]) { me { name } }")
+    result = execute_sync(
+        executable_schema(), document, variable_values={"a": ["x", "y"]}, max_coercion_errors=1
+    )
+    messages = [error.message for error in result.errors]
+    assert messages[0].startswith("Variable '$a' has invalid value")
+    assert messages[-1].startswith("Too many errors processing variables")

@@ -425,6 +425,65 @@ def test_graphql_errors_for_a_big_hostile_input_stay_small(demo_server):
     assert {error["extensions"]["code"] for error in errors} <= CLIENT_CODES
 
 
+@pytest.mark.parametrize(
+    ("method", "path", "extra"),
+    [
+        ("POST", "/message", {}),
+        ("POST", "/person", {}),
+        ("POST", "/person", {"Idempotency-Key": "deep"}),
+        ("PATCH", "/person/1", {}),
+        ("POST", "/auth/token", {}),
+    ],
+)
+def test_json_nested_600_deep_is_a_400_problem_on_every_body(demo_server, method, path, extra):
+    """Python's parser takes about 990 levels; 600 once made the Idempotency-Key fingerprint
+    (computed on every POST /message and POST /person) recurse past the stack: a 500."""
+    nested = "[" * 600 + "]" * 600
+    body = '{"person_id": "1", "content": "x", "name": "x", "extra": ' + nested + "}"
+    headers = {**demo_server.headers, **extra, "Content-Type": "application/json"}
+    response = demo_server.request(method, path, data=body.encode(), headers=headers)
+    assert response.status_code == 400, response.text
+    assert response.headers["Content-Type"] == PROBLEM
+    assert response.json()["detail"] == "The JSON is nested too deeply."
+
+
+def test_graphql_variables_nested_600_deep_are_a_400_by_post_and_by_get(demo_server):
+    nested = "[" * 600 + "]" * 600
+    query = "query ($a: [Int]) { me { name } }"
+    posted = demo_server.request(
+        "POST",
+        "/graphql",
+        data=('{"query": "' + query + '", "variables": {"a": ' + nested + "}}").encode(),
+        headers={**demo_server.headers, "Content-Type": "application/json"},
+    )
+    by_get = demo_server.request(
+        "GET",
+        "/graphql",
+        params={"query": query, "variables": '{"a": ' + nested + "}"},
+        headers=demo_server.headers,
+    )
+    for response in (posted, by_get):
+        assert response.status_code == 400, response.text
+        (error,) = response.json()["errors"]
+        assert error == {
+            "message": "The JSON is nested too deeply.",
+            "extensions": {"code": "BAD_REQUEST"},
+        }
+
+
+def test_a_number_too_long_to_read_is_a_400_that_names_no_python_internals(demo_server):
+    response = demo_server.request(
+        "POST",
+        "/person",
+        data=b'{"name": "x", "age": 1' + b"0" * 5000 + b"}",
+        headers={**demo_server.headers, "Content-Type": "application/json"},
+    )
+    assert response.status_code == 400
+    detail = response.json()["detail"]
+    assert "sys." not in detail and "int_max_str_digits" not in detail
+    assert detail == "The body is not valid JSON: a number has more than 4300 digits."
+
+
 # -- idempotent retries: 3 and 3.0 are the same number ---------------------------------------
 
 

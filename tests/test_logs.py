@@ -64,3 +64,39 @@ def test_a_newline_in_the_path_cannot_forge_an_access_line(live):
         time.sleep(0.05)
     assert any("GET /x\\n2026-11-23T00:00:00" in line for line in live.stderr)
     assert not any(line.startswith(forged[:19]) for line in live.stderr)
+
+
+def test_credentials_a_client_puts_in_the_url_are_not_written_to_the_log(live):
+    """Keys and tokens are never read from a URL, but a client may still put them there (curl
+    -G, params=...): the access line must not keep them, nor a password given that way."""
+    import jwt
+
+    from .conftest import SECRET
+
+    token = jwt.encode({"sub": "ada", "scope": "read", "iat": 1, "exp": 2}, SECRET)
+    sent = [
+        f"/me?api_key={live.key}",
+        f"/people?token={token}",
+        "/auth/token?username=ada&password=correct%20horse%20battery%20staple",
+        f"/person/{live.key}",
+        f"/graphql?query=%7Bme%7Bname%7D%7D&access_token={live.key}",
+    ]
+    for path in sent:
+        assert live.request("GET", path).status_code in (400, 401, 404, 405)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and sum("[redacted]" in x for x in live.stderr) < 5:
+        time.sleep(0.05)
+    logged = "\n".join(live.stderr)
+    assert live.key not in logged and token not in logged and "battery" not in logged
+    for start in ("/me?api_key=[redacted]", "/people?token=[redacted]", "password=[redacted]"):
+        assert start in logged
+    assert "GET /person/[redacted] 404" in logged
+
+
+def test_redact_leaves_ordinary_paths_alone_and_hides_credentials():
+    assert logs.redact("/people?name=monkey&sort=-age") == "/people?name=monkey&sort=-age"
+    assert logs.redact("/person/17") == "/person/17"
+    key = "ps_" + "A" * 43
+    assert logs.redact(f"/x?apiKey={key}&a=1") == "/x?apiKey=[redacted]&a=1"
+    assert logs.redact(f"/x?q={key}") == "/x?q=[redacted]"
+    assert logs.redact("/auth/token?PASSWORD=x%20y&u=1") == "/auth/token?PASSWORD=[redacted]&u=1"

@@ -25,6 +25,9 @@ class Batches:
     arguments for the whole request: an alias of a field, or a fragment spread twice, reads
     the same answers instead of asking again, so a query costs one call per field and level.
 
+    A mutation field calls `forget` before it changes anything: answers loaded before it (by
+    an earlier mutation field of the same document) would show the data as it was.
+
     A batch holds only the objects at the path that asked, never others at the same depth: a
     sibling `people(limit: 1000)` does not make `person(id: "1") { friends }` fetch a thousand
     people's friends. graphql-core resolves a list item by item, depth first; without this,
@@ -36,6 +39,11 @@ class Batches:
         self._answers: dict[str, dict] = {}
         # (path, field) -> keys of the objects whose answers are registered at that path
         self._covered: dict[tuple, set] = {}
+
+    def forget(self) -> None:
+        """Drop the answers loaded so far: the data is about to change. (Objects stay
+        registered under their paths, which differ from one mutation field to the next.)"""
+        self._answers.clear()
 
     def register(self, path, objects) -> None:
         """Note objects that a resolver at `path` returned."""

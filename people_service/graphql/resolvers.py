@@ -54,6 +54,18 @@ def needs(scope: str):
     return decorate
 
 
+def mutates(resolver):
+    """A mutation field: graphql-core runs them one after another, each with its whole
+    selection, so answers loaded for an earlier one are dropped before this one writes."""
+
+    @functools.wraps(resolver)
+    def wrapper(obj, info, **kwargs):
+        info.context.batches.forget()
+        return resolver(obj, info, **kwargs)
+
+    return wrapper
+
+
 def _returned(info, people: list[dict]) -> list[dict]:
     info.context.batches.register(info.path, people)
     return people
@@ -129,6 +141,7 @@ def resolve_message_person(obj, info):
 
 @mutation.field("createPerson")
 @needs("write")
+@mutates
 def resolve_create_person(_, info, input):
     created, _ = service.create_person(info.context.store, input)
     return _returned(info, [created])[0]
@@ -136,12 +149,14 @@ def resolve_create_person(_, info, input):
 
 @mutation.field("updatePerson")
 @needs("write")
+@mutates
 def resolve_update_person(_, info, id, input):
     return _returned(info, [service.update_person(info.context.store, id, input)])[0]
 
 
 @mutation.field("deletePerson")
 @needs("write")
+@mutates
 def resolve_delete_person(_, info, id):
     service.delete_person(info.context.store, id)
     return id
@@ -149,18 +164,21 @@ def resolve_delete_person(_, info, id):
 
 @mutation.field("addFriend")
 @needs("write")
+@mutates
 def resolve_add_friend(_, info, id, friend_id):
     return _returned(info, [service.add_friend(info.context.store, id, friend_id)])[0]
 
 
 @mutation.field("removeFriend")
 @needs("write")
+@mutates
 def resolve_remove_friend(_, info, id, friend_id):
     return _returned(info, [service.remove_friend(info.context.store, id, friend_id)])[0]
 
 
 @mutation.field("sendMessage")
 @needs("write")
+@mutates
 def resolve_send_message(_, info, person_id, content):
     ctx = info.context
     sent = service.send_message(

@@ -134,7 +134,9 @@ def _code(error: GraphQLError) -> str:
     if error.extensions and error.extensions.get("code"):
         return error.extensions["code"]
     if error.path is None:
-        return "BAD_USER_INPUT" if error.message.startswith("Variable") else "BAD_REQUEST"
+        # graphql-core's errors about variables, the last one saying it stopped counting them
+        about_variables = error.message.startswith(("Variable", "Too many errors processing"))
+        return "BAD_USER_INPUT" if about_variables else "BAD_REQUEST"
     return "INTERNAL_SERVER_ERROR"
 
 
@@ -167,7 +169,13 @@ def _validate(schema, text: str, introspection: bool) -> tuple:
     ("Did you mean ...?") that would reveal the schema."""
     document = parsing.parse_document(text)
     specified = specified_rules if introspection else (*specified_rules, rules.NoIntrospection)
-    errors = validate(schema, document, specified, hide_suggestions=not introspection)
+    errors = validate(
+        schema,
+        document,
+        specified,
+        max_errors=parsing.VALIDATION_ERRORS,
+        hide_suggestions=not introspection,
+    )
     if any(error.message == parsing.VALIDATION_ABORTED for error in errors):
         # graphql-core spent its whole work budget on this document (parsing.VALIDATION_BUDGET)
         return (parsing.TooComplex("The query is too complex to validate."),)
@@ -233,6 +241,7 @@ def execute(data: dict, caller) -> tuple[dict, bool]:
         require_query=reads_url(),
         execution_context_class=LeafExecutor,
         hide_suggestions=not config["INTROSPECTION"],
+        max_coercion_errors=parsing.COERCION_ERRORS,  # as the Meter coerced them
     )
     if "data" not in result:
         return result, True

@@ -28,11 +28,22 @@ def etag_of(person: dict) -> str:
 
 
 def if_match():
-    """The request's If-Match as a precondition on the current person, None without one."""
-    if "If-Match" not in request.headers:
+    """The request's If-Match and If-None-Match as a precondition on the current person of a
+    write, None without either (RFC 9110 13.1: If-Match compares strongly, If-None-Match
+    weakly, and `*` in If-None-Match, "do not overwrite", fails for any existing person)."""
+    headers = request.headers
+    match, none_match = "If-Match" in headers, "If-None-Match" in headers
+    if not match and not none_match:
         return None
-    tags = request.if_match  # strong comparison, as RFC 9110 wants for If-Match
-    return lambda current: tags.contains(etag_of(current))
+    tags, other_tags = request.if_match, request.if_none_match
+
+    def holds(current: dict) -> bool:
+        etag = etag_of(current)
+        if match and not tags.contains(etag):
+            return False
+        return not (none_match and other_tags.contains_weak(etag))
+
+    return holds
 
 
 def _person_response(person: dict, status: int = 200, headers=None):

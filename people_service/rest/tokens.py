@@ -28,6 +28,7 @@ FORM = "application/x-www-form-urlencoded"
     errors=[401],
     auth=False,
     tag="auth",
+    description="The body is read up to 16 KiB (413 beyond): a username and a password.",
 )
 def issue_token():
     data = request.form.to_dict() if request.mimetype == FORM else json_body()

@@ -21,7 +21,7 @@ from werkzeug.routing import RequestRedirect
 from werkzeug.wrappers import Response
 
 from ..errors import BadRequest, ServiceError
-from ..logs import escape
+from ..logs import escape, redact
 from . import services
 from .caller import peek_caller
 from .pages import secure
@@ -114,10 +114,11 @@ def finish_request(response: Response) -> Response:
             caller = _logged_caller()
         elapsed = (time.perf_counter() - state.get("started", time.perf_counter())) * 1000
         path = req.full_path.rstrip("?") if req.query_string else req.path
-        # the method and path are the client's text: a newline in them must not end the line
+        # the method and path are the client's text: a newline in them must not end the line,
+        # and a key or password put in the URL must not be kept
         access_log.info(
             f"{time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime())} {request_id} "
-            f"{caller.name if caller else '-'} {escape(req.method)} {escape(path)} "
+            f"{caller.name if caller else '-'} {escape(req.method)} {escape(redact(path))} "
             f"{response.status_code} {elapsed:.1f}ms"
         )
     return response
