@@ -117,18 +117,25 @@ def test_serve_workers_shares_limits_replaces_a_crashed_worker_and_stops(tmp_pat
         with ThreadPoolExecutor(6) as pool:
             statuses = list(pool.map(get, range(18)))
         assert statuses.count(200) == 6 and statuses.count(429) == 12
-        workers = _children(server.process.pid)
-        assert len(workers) == 2
+        workers = _wait_for_workers(server.process.pid, 2)
         os.kill(workers[0], signal.SIGKILL)  # a worker crashes
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and (
-            workers[0] in _children(server.process.pid) or len(_children(server.process.pid)) < 2
-        ):
-            time.sleep(0.2)
-        assert len(_children(server.process.pid)) == 2  # replaced
+        replaced = _wait_for_workers(server.process.pid, 2, gone=workers[0])
+        assert workers[0] not in replaced  # the arbiter started another in its place
         assert server.request("GET", "/health").status_code == 200
     finally:
         assert server.stop() == 0
+
+
+def _wait_for_workers(pid: int, count: int, gone: int | None = None) -> list[int]:
+    """The arbiter's workers once there are `count` of them (and `gone` is not among them);
+    gunicorn starts them one by one, so right after start-up there may be fewer."""
+    deadline = time.monotonic() + 20
+    workers = _children(pid)
+    while time.monotonic() < deadline and (len(workers) != count or gone in workers):
+        time.sleep(0.1)
+        workers = _children(pid)
+    assert len(workers) == count and gone not in workers, workers
+    return workers
 
 
 def _children(pid: int) -> list[int]:
