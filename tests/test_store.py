@@ -180,3 +180,13 @@ def test_connections_stay_bounded_under_a_thread_per_request_server(app, headers
     else:  # PostgreSQL: psycopg's pool
         assert store.pool.get_stats()["pool_size"] <= store.pool.max_size
     assert len(os.listdir("/proc/self/fd")) - fds_before < 2 * (16 + 8) + 10
+
+
+def test_a_new_database_file_is_readable_by_its_owner_only(tmp_path, sqlite_only):
+    store = SQLiteStore(tmp_path / "new.db")
+    store.upgrade_schema()
+    try:
+        for name in ("new.db", "new.db-wal"):  # the WAL exists while a connection is open
+            assert (tmp_path / name).stat().st_mode & 0o777 == 0o600, name
+    finally:
+        store.close()

@@ -300,7 +300,11 @@ class SQLiteStore(FilesBeside, Store):
         """Create or upgrade the schema; returns the version. Idempotent."""
         directory = os.path.dirname(os.path.abspath(self.path))
         os.makedirs(directory, exist_ok=True)
-        sqlite3.connect(self.path).close()  # creates the file on first use
+        try:  # a new file is the owner's alone (it holds password and key hashes); SQLite
+            # gives its -wal and -shm files the same mode
+            os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        except FileExistsError:
+            pass
         db = self._db()
         if db.conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
             db.enable_wal()
