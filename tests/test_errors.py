@@ -245,6 +245,7 @@ def test_bad_person_bodies_are_4xx_and_change_nothing(
         "/person/01",
         "/person/%EF%BC%91",  # a full-width digit one
         "/person/1e3",
+        "/person/1%0A",  # `$` alone matches before a final newline: ids are matched in full
     ],
 )
 def test_ids_that_are_not_ids_are_404(client, headers, make_person, path):
@@ -267,3 +268,20 @@ def test_bad_message_bodies_are_4xx(client, headers, make_person):
         )
         assert_problem(response, 422)
     assert client.get("/person/1/messages", headers=headers).json == []
+
+
+def test_an_id_with_a_final_newline_names_no_one(client, headers, make_person, gql):
+    """`^[1-9][0-9]*$` matches "10\\n" with re.match: ids must be matched in full."""
+    ada = make_person("Ada")
+    before = client.get(f"/person/{ada['id']}", headers=headers).json
+    update = client.post("/person", json={"id": ada["id"] + "\n", "name": "Eve"}, headers=headers)
+    assert update.status_code == 422
+    assert update.json["errors"] == {"id": ["Not a valid id."]}
+    assert client.get(f"/person/{ada['id']}", headers=headers).json == before
+    message = client.post(
+        "/message", json={"person_id": ada["id"] + "\n", "content": "hi"}, headers=headers
+    )
+    assert message.status_code == 422
+    found = gql("query ($id: ID!) { person(id: $id) { name } }", {"id": ada["id"] + "\n"})
+    assert found.json["data"] == {"person": None}
+    assert found.json["errors"][0]["extensions"]["code"] == "NOT_FOUND"
