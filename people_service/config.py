@@ -114,8 +114,12 @@ def check(config: dict) -> None:
         "MAX_BODY_BYTES",
         "USAGE_FLUSH_SECONDS",
     ):
-        if not isinstance(config[name], int) or config[name] < 1:
+        value = config[name]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ConfigError(f"{PREFIX}{name} must be a positive integer")
+    # the flush thread waits this long: past what threading can wait for, it would die silently
+    if config["USAGE_FLUSH_SECONDS"] > 86_400:
+        raise ConfigError(f"{PREFIX}USAGE_FLUSH_SECONDS must be at most 86400 (a day)")
     check_storage(str(config["RATE_LIMIT_STORAGE"]))
     secret = config["SECRET_KEY"]
     if secret and len(str(secret).encode()) < 32:

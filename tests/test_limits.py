@@ -146,6 +146,22 @@ def test_usage_counts_in_keys_list_and_me(tmp_path):
     assert row[0] == "ci" and row[-2] == str(4 + asked)
 
 
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ("0", "must be a positive integer"),  # the flush thread would spin a core
+        ("-5", "must be a positive integer"),
+        ("0.5", "must be an integer"),
+        ("99999999999999999999", "must be at most 86400"),  # past what a thread can wait for
+    ],
+)
+def test_a_usage_flush_interval_that_cannot_work_stops_start_up(tmp_path, raw, message):
+    env = {"PEOPLE_SERVICE_USAGE_FLUSH_SECONDS": raw}
+    done = cli("serve", "--port", "1", db=database(tmp_path), env=env, timeout=30)
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert f"PEOPLE_SERVICE_USAGE_FLUSH_SECONDS {message}" in done.stderr
+
+
 def _serve(db, env):
     return ServerProcess(db, env=env).start()
 
