@@ -14,6 +14,9 @@ def same_but_bodiless(server, path, headers, **kwargs):
     head = server.request("HEAD", path, headers=headers, **kwargs)
     assert head.status_code == got.status_code, path
     assert head.content == b""
+    if path == "/me":  # its body holds the request count, which each request (and worker) moves
+        assert int(head.headers["Content-Length"]) > 0
+        head.headers.pop("Content-Length"), got.headers.pop("Content-Length")
     assert lasting(head.headers) == lasting(got.headers), path
     return got
 
