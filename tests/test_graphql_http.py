@@ -81,6 +81,14 @@ def test_operation_name_picks_the_operation(demo_server):
     assert response.json() == {"data": {"person": {"name": DEMO["2"]["name"]}}}
 
 
+def test_an_empty_operation_name_means_none_by_get_and_by_post(demo_server):
+    expected = {"data": {"person": {"name": DEMO["1"]["name"]}}}
+    sent = {"query": ONE, "operationName": ""}
+    by_get = demo_server.request("GET", "/graphql", params=sent, headers=demo_server.headers)
+    by_post = demo_server.request("POST", "/graphql", json=sent, headers=demo_server.headers)
+    assert by_get.json() == by_post.json() == expected
+
+
 def test_unacceptable_accept_is_406(demo_server):
     headers = {**demo_server.headers, "Accept": "text/csv"}
     response = demo_server.request("POST", "/graphql", json={"query": ONE}, headers=headers)
@@ -147,6 +155,17 @@ def test_other_content_types_are_415(demo_server):
             headers={**demo_server.headers, "Content-Type": content_type},
         )
         assert response.status_code == 415
+
+
+@pytest.mark.parametrize("charset", ["latin-1", "utf-16"])
+def test_a_graphql_document_in_another_charset_is_415_not_misread(demo_server, charset):
+    response = demo_server.request(
+        "POST",
+        "/graphql",
+        data=ONE.encode(charset),
+        headers={**demo_server.headers, "Content-Type": f"application/graphql; charset={charset}"},
+    )
+    assert response.status_code == 415 and "UTF-8" in response.text
 
 
 def test_no_or_bad_credentials_are_401_in_graphql_shape(demo_server):

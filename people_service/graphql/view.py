@@ -82,6 +82,8 @@ def _read_request() -> dict:
             "extensions": parse_json(extensions) if extensions else None,
         }
     elif request.mimetype == "application/graphql":
+        if request.mimetype_params.get("charset", "utf-8").lower() not in ("utf-8", "utf8"):
+            raise UnsupportedMediaType("application/graphql bodies must be UTF-8.")
         data = {"query": request.get_data(as_text=True)}
     elif request.mimetype == JSON:
         data = json_body()
@@ -100,6 +102,8 @@ def _read_request() -> dict:
         raise BadRequest("'variables' must be a JSON object.")
     if data.get("operationName") is not None and not isinstance(data["operationName"], str):
         raise BadRequest("'operationName' must be a string.")
+    if data.get("operationName") == "":  # as `?operationName=` by GET: no name given
+        data["operationName"] = None
     if data.get("extensions") is not None and not isinstance(data["extensions"], dict):
         raise BadRequest("'extensions' must be a JSON object.")
     return data
