@@ -75,7 +75,7 @@ def columns(person: dict) -> dict:
     }
 
 
-def _check(current: dict, precondition: Precondition | None) -> None:
+def _check(current: dict | None, precondition: Precondition | None) -> None:
     if precondition is not None and not precondition(current):
         raise PreconditionFailed()
 
@@ -169,6 +169,7 @@ def create_person(store, data, precondition: Precondition | None = None) -> tupl
         person_id = update.pop("id")
         return _merge(store, parse_id(person_id), update, precondition), False
     person = schemas.load(schemas.person_schema, data)
+    _check(None, precondition)  # no person exists yet for a precondition to name
     with store.transaction():
         person_id = store.insert_person(columns(person))
         return person_out(store.get_person(person_id)), True

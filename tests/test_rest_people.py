@@ -325,6 +325,15 @@ class TestConditionalWrites:
         )
         assert response.status_code == 412
 
+    def test_a_create_with_if_match_is_412_and_creates_nothing(self, client, headers):
+        before = client.get("/people", headers=headers).headers["X-Total-Count"]
+        for tag in ('"x"', "*"):
+            response = client.post("/person", json=ADA, headers={**headers, "If-Match": tag})
+            assert response.status_code == 412, tag
+        assert client.get("/people", headers=headers).headers["X-Total-Count"] == before
+        fresh = client.post("/person", json=ADA, headers={**headers, "If-None-Match": "*"})
+        assert fresh.status_code == 201
+
 
 class TestIdempotency:
     def test_retry_with_same_key_replays_and_creates_once(self, client, headers):

@@ -37,7 +37,9 @@ def if_match():
         return None
     tags, other_tags = request.if_match, request.if_none_match
 
-    def holds(current: dict) -> bool:
+    def holds(current: dict | None) -> bool:
+        if current is None:  # a create: If-Match has nothing to match, If-None-Match holds
+            return not match
         etag = etag_of(current)
         if match and not tags.contains(etag):
             return False
