@@ -237,6 +237,15 @@ def fuzz_server(tmp_path_factory, backend):
     }
     server = ServerProcess(db, env=env).start()
     server.key = server.wait_for_output(lambda line: line.startswith("ps_"))
+    # messages with small ids, as the demo has people, so that GET /message/{id} is reached
+    for n in range(30):
+        sent = server.request(
+            "POST",
+            "/message",
+            json={"person_id": str(n % 5 + 1), "content": f"hello {n}"},
+            headers={"X-API-Key": server.key},
+        )
+        assert sent.status_code == 201, sent.text
     yield server
     server.stop()
 
