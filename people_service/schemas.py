@@ -88,6 +88,7 @@ class Count(WholeNumber):
     """A whole number in a range, from JSON or from a query string of ASCII digits only."""
 
     def __init__(self, minimum: int, maximum: int, **kwargs):
+        self.bounds = (minimum, maximum)
         error = f"Must be between {minimum} and {maximum}."
         super().__init__(validate=validate.Range(min=minimum, max=maximum, error=error), **kwargs)
 

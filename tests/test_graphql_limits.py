@@ -406,6 +406,27 @@ def test_each_way_of_giving_a_limit_is_charged_what_runs(demo_server, query, var
     assert len(people) <= cost
 
 
+@pytest.mark.parametrize(
+    ("query", "variables", "cost"),
+    [
+        # the list fails before it loads a row: the person is 1, nothing below the list counts
+        ('{ person(id: "1") { name friends(limit: 500) { name friends { name } } } }', None, 1),
+        ('query Q($n: Int) { person(id: "1") { messages(limit: $n) { id } } }', {"n": -3}, 1),
+        ("{ people(limit: 5000) { id friends { id } } }", None, 1),  # a root field counts 1
+        ("{ people(limit: 0) { id } }", None, 1),  # people's limit starts at 1
+    ],
+    ids=["friends-above-100", "negative-variable", "people-above-1000", "people-zero"],
+)
+def test_a_limit_out_of_its_range_fails_and_is_charged_only_what_ran(
+    demo_server, query, variables, cost
+):
+    response = post(demo_server, fresh_key(demo_server), query, variables)
+    body = response.json()
+    assert body["errors"][0]["extensions"]["code"] == "BAD_USER_INPUT", body
+    assert "between" in body["errors"][0]["message"]
+    assert charged(response) == cost
+
+
 def test_an_omitted_limit_no_longer_hides_a_huge_query(demo_server):
     query = "{ people { friends { friends { friends { friends { friends { name } } } } } } }"
     response = post(demo_server, demo_server.headers, query)

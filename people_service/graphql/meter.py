@@ -66,8 +66,10 @@ class Meter:
     counts the objects it returns, which the schema fixes.
     """
 
-    def __init__(self, schema, document, variables=None, operation_name=None):
+    def __init__(self, schema, document, variables=None, operation_name=None, list_limits=None):
         self.schema = schema
+        # "Type.field": the (lowest, highest) `limit` the field runs with; others fail
+        self.list_limits = list_limits or {}
         self.fragments = {
             node.name.value: node
             for node in document.definitions
@@ -227,15 +229,16 @@ class Meter:
         if not is_composite_type(named):
             return 0
         inner = self._walk(node.selection_set, named, nesting + 1)
-        count = self._list_size(definition, node) if self._is_list(definition) else 1
+        count = self._list_size(parent, definition, node) if self._is_list(definition) else 1
         return saturated(count * (1 + inner))
 
     @staticmethod
     def _is_list(definition) -> bool:
         return is_list_type(get_nullable_type(definition.type))
 
-    def _list_size(self, definition, node: FieldNode) -> int:
-        """The `limit` the field will run with: given, from a variable, or the schema's default."""
+    def _list_size(self, parent, definition, node: FieldNode) -> int:
+        """The `limit` the field will run with: given, from a variable, or the schema's default;
+        0 for one outside the field's range, which fails before it loads anything."""
         if "limit" not in definition.args:
             return UNBOUNDED_LIST
         try:
@@ -246,6 +249,9 @@ class Meter:
             limit = self._default_limit(definition)
         if isinstance(limit, bool) or not isinstance(limit, int):
             return UNBOUNDED_LIST
+        low, high = self.list_limits.get(f"{parent.name}.{node.name.value}", (0, CEILING))
+        if not low <= limit <= high:
+            return 0
         return min(max(limit, 0), CEILING)
 
     def _default_limit(self, definition):

@@ -28,6 +28,13 @@ person_sort = EnumType(
     },
 )
 bindables = [query, mutation, person, message, person_sort]
+# the `limit` each list field accepts: outside it the field fails before it loads anything,
+# so the cost meter counts nothing below it
+LIST_LIMITS = {
+    "Query.people": service.PEOPLE_LIMITS,
+    "Person.friends": service.LIST_FIELD_LIMITS,
+    "Person.messages": service.LIST_FIELD_LIMITS,
+}
 
 
 class Context:

@@ -113,10 +113,11 @@ def check_limits(
     max_aliases: int,
     max_cost: int,
     budget: Budget | None = None,
+    list_limits=None,
 ) -> tuple[tuple[GraphQLError, ...], int]:
     """(errors, cost): the limits a document breaks, in time linear in the document, and what
-    its running operation costs (0 when nothing will run)."""
-    meter = Meter(schema, document, variables, operation_name)
+    its running operation costs (0 when nothing will run); list_limits as Meter takes them."""
+    meter = Meter(schema, document, variables, operation_name, list_limits)
     rules = limit_rules(
         meter, max_depth=max_depth, max_aliases=max_aliases, max_cost=max_cost, budget=budget
     )

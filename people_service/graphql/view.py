@@ -28,7 +28,7 @@ from . import parsing, rules
 from .batch import Batches
 from .executor import LeafExecutor
 from .explorer import explorer_response
-from .resolvers import Context
+from .resolvers import LIST_LIMITS, Context
 from .schema import executable_schema, sdl
 
 log = logging.getLogger("people_service.graphql")
@@ -120,7 +120,10 @@ def check_limits(schema, document, data: dict, budget) -> tuple[tuple, int]:
     }
     variables = data.get("variables")
     if variables:
-        return rules.check_limits(schema, document, variables, data.get("operationName"), **limits)
+        name = data.get("operationName")
+        return rules.check_limits(
+            schema, document, variables, name, list_limits=LIST_LIMITS, **limits
+        )
     # the usual GET: the same text, operation and limits always measure the same
     return _check_limits_cached(data["query"], data.get("operationName"), **limits)
 
@@ -128,7 +131,9 @@ def check_limits(schema, document, data: dict, budget) -> tuple[tuple, int]:
 @lru_cache(maxsize=512)
 def _check_limits_cached(text: str, operation_name, **limits) -> tuple[tuple, int]:
     document = parsing.parse_document(text)
-    return rules.check_limits(executable_schema(), document, None, operation_name, **limits)
+    return rules.check_limits(
+        executable_schema(), document, None, operation_name, list_limits=LIST_LIMITS, **limits
+    )
 
 
 # -- execution ------------------------------------------------------------------------------
