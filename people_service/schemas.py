@@ -251,7 +251,7 @@ class PeopleQuerySchema(PageSchema):
     def _ages_in_order(self, data, **kwargs):
         low, high = data.get("min_age"), data.get("max_age")
         if low is not None and high is not None and low > high:
-            raise ValidationError("Must not be greater than max_age.", "min_age")
+            raise ValidationError("Must not be greater than the maximum age.", "min_age")
 
 
 class ListFieldSchema(Schema):
@@ -357,6 +357,9 @@ message_schema = MessageSchema()
 people_query_schema = PeopleQuerySchema()
 page_schema = PageSchema()
 list_field_schema = ListFieldSchema()
+# the `limit` of a page of people, and of a list inside a person (friends, messages)
+PEOPLE_LIMITS = page_schema.fields["limit"].bounds
+LIST_FIELD_LIMITS = list_field_schema.fields["limit"].bounds
 person_name_schema = PersonNameSchema()
 import_schema = ImportSchema()
 token_request_schema = TokenRequestSchema()

@@ -40,14 +40,9 @@ def page(limit=None, offset=None) -> tuple[int, int]:
     return loaded["limit"], loaded["offset"]
 
 
-# the `limit` of a page of people, and of a list inside a person (friends, messages)
-PEOPLE_LIMITS = schemas.page_schema.fields["limit"].bounds
-LIST_FIELD_LIMITS = schemas.list_field_schema.fields["limit"].bounds
-
-
 def list_field_limit(limit) -> int:
     """A checked `limit` of a list inside a person (friends, messages): 0 to 100, default 10."""
-    low, high = LIST_FIELD_LIMITS
+    low, high = schemas.LIST_FIELD_LIMITS
     if type(limit) is int and low <= limit <= high:
         return limit  # the common case, resolved once per object of a GraphQL list
     args = {} if limit is None else {"limit": limit}

@@ -105,4 +105,7 @@ def test_graphql_people_sorted_and_filtered_over_http(graphql):
     refused = graphql("GET", "{ people(minAge: 60, maxAge: 50) { id } }")
     error = refused.json()["errors"][0]
     assert error["extensions"]["code"] == "BAD_USER_INPUT"
-    assert error["message"] == "min_age: Must not be greater than max_age."
+    assert error["message"] == "minAge: Must not be greater than the maximum age."
+    assert error["extensions"]["errors"] == {
+        "minAge": ["Must not be greater than the maximum age."]
+    }

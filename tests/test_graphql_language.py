@@ -292,6 +292,25 @@ def test_mutation_validation_matches_rest(graphql, demo_server):
     assert codes(duplicate) == ["BAD_USER_INPUT"]
 
 
+def test_errors_name_arguments_and_input_fields_as_graphql_does(graphql, demo_server):
+    """The service checks under Python names (min_age, person_id); GraphQL answers in its own."""
+    cases = {
+        "{ people(minAge: 200, limit: 2) { name } }": {"minAge": ["Must be between 0 and 150."]},
+        'mutation { sendMessage(personId: "x", content: "hi") { id } }': {
+            "personId": ["Not a valid id."]
+        },
+    }
+    for query, expected in cases.items():
+        error = graphql("POST", query).json()["errors"][0]
+        assert error["extensions"] == {"code": "BAD_USER_INPUT", "errors": expected}, query
+        name, (message,) = next(iter(expected.items()))
+        assert error["message"] == f"{name}: {message}"
+    rest = demo_server.request(
+        "POST", "/message", json={"person_id": "x", "content": "hi"}, headers=demo_server.headers
+    )
+    assert rest.json()["errors"] == {"person_id": ["Not a valid id."]}  # REST keeps JSON's names
+
+
 def test_messages_are_private_to_their_sender(graphql, demo_server):
     from .conftest import cli
 

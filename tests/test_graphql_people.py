@@ -6,6 +6,9 @@ import uuid
 
 import pytest
 
+from people_service.graphql.view import graphql_names
+from people_service.schemas import sentence
+
 from .conftest import new_key
 
 PEOPLE = [
@@ -72,7 +75,7 @@ def test_sort_can_come_from_a_variable(gql, crowd):
         ("(offset: -1)", "offset=-1"),
     ],
 )
-def test_bad_arguments_are_bad_user_input_with_the_rest_message(
+def test_bad_arguments_are_bad_user_input_with_the_rest_message_in_graphql_names(
     client, headers, gql, crowd, arguments, rest
 ):
     response = gql(f"{{ people{arguments} {{ id }} }}")
@@ -81,8 +84,13 @@ def test_bad_arguments_are_bad_user_input_with_the_rest_message(
     assert response.json["data"] is None
     refused = client.get(f"/people?{rest}", headers=headers)
     assert refused.status_code == 400
-    assert error["message"] == refused.json["detail"]
-    assert error["extensions"]["errors"] == refused.json["errors"]
+    # the same rule and message, under the names GraphQL gives the arguments (min_age: minAge)
+    assert error["extensions"]["errors"] == graphql_names(refused.json["errors"])
+    assert error["message"] == sentence(error["extensions"]["errors"])
+    assert (
+        error["message"].replace("minAge", "min_age").replace("maxAge", "max_age")
+        == (refused.json["detail"])
+    )
 
 
 def test_an_unknown_sort_value_is_refused_before_it_runs(gql):

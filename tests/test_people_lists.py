@@ -157,8 +157,8 @@ def test_sort_messages_say_what_is_wrong(client, headers):
         "type": "about:blank",
         "title": "Bad Request",
         "status": 400,
-        "detail": "min_age: Must not be greater than max_age.",
-        "errors": {"min_age": ["Must not be greater than max_age."]},
+        "detail": "min_age: Must not be greater than the maximum age.",
+        "errors": {"min_age": ["Must not be greater than the maximum age."]},
     }
 
 

@@ -68,8 +68,7 @@ class Meter:
 
     def __init__(self, schema, document, variables=None, operation_name=None, list_limits=None):
         self.schema = schema
-        # "Type.field": the (lowest, highest) `limit` the field runs with; others fail
-        self.list_limits = list_limits or {}
+        self.list_limits = list_limits or {}  # "Type.field": (lowest, highest) `limit` it runs
         self.fragments = {
             node.name.value: node
             for node in document.definitions
@@ -237,8 +236,7 @@ class Meter:
         return is_list_type(get_nullable_type(definition.type))
 
     def _list_size(self, parent, definition, node: FieldNode) -> int:
-        """The `limit` the field will run with: given, from a variable, or the schema's default;
-        0 for one outside the field's range, which fails before it loads anything."""
+        """The `limit` the field runs with (given, a variable, the default); 0 when it fails."""
         if "limit" not in definition.args:
             return UNBOUNDED_LIST
         try:
@@ -249,10 +247,8 @@ class Meter:
             limit = self._default_limit(definition)
         if isinstance(limit, bool) or not isinstance(limit, int):
             return UNBOUNDED_LIST
-        low, high = self.list_limits.get(f"{parent.name}.{node.name.value}", (0, CEILING))
-        if not low <= limit <= high:
-            return 0
-        return min(max(limit, 0), CEILING)
+        low, high = self.list_limits.get(f"{parent.name}.{node.name.value}", (0, limit))
+        return min(limit, CEILING) if low <= limit <= high else 0
 
     def _default_limit(self, definition):
         # graphql-core 3.3 keeps an SDL default in GraphQLArgument.default (default_value is

@@ -6,7 +6,7 @@ import functools
 
 from ariadne import EnumType, MutationType, ObjectType, QueryType
 
-from .. import service
+from .. import schemas, service
 from ..errors import Forbidden, InvalidArgument
 from ..web.caller import caller_summary
 
@@ -31,9 +31,9 @@ bindables = [query, mutation, person, message, person_sort]
 # the `limit` each list field accepts: outside it the field fails before it loads anything,
 # so the cost meter counts nothing below it
 LIST_LIMITS = {
-    "Query.people": service.PEOPLE_LIMITS,
-    "Person.friends": service.LIST_FIELD_LIMITS,
-    "Person.messages": service.LIST_FIELD_LIMITS,
+    "Query.people": schemas.PEOPLE_LIMITS,
+    "Person.friends": schemas.LIST_FIELD_LIMITS,
+    "Person.messages": schemas.LIST_FIELD_LIMITS,
 }
 
 

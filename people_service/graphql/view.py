@@ -19,6 +19,7 @@ from ..errors import (
     UnsupportedMediaType,
     graphql_code,
 )
+from ..schemas import sentence
 from ..web import get_store, services
 from ..web.caller import authenticate
 from ..web.jsonio import dump_json, json_body, parse_json
@@ -149,6 +150,23 @@ def _code(error: GraphQLError) -> str:
     return "INTERNAL_SERVER_ERROR"
 
 
+def graphql_names(errors):
+    """Field messages keyed by the names GraphQL gives the fields (min_age: minAge), as the
+    service checks arguments and inputs under their Python names."""
+    if isinstance(errors, dict):
+        return {_camel(key): graphql_names(value) for key, value in errors.items()}
+    if isinstance(errors, list):
+        return [graphql_names(item) for item in errors]
+    return errors
+
+
+def _camel(key):
+    if not isinstance(key, str) or key.startswith("_"):  # _schema: the object as a whole
+        return key
+    first, *rest = key.split("_")
+    return first + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
 def format_error(error: GraphQLError, debug: bool = False) -> dict:
     """Every error gets extensions.code; a resolver's own exception text never leaves."""
     formatted = error.formatted
@@ -159,7 +177,10 @@ def format_error(error: GraphQLError, debug: bool = False) -> dict:
         formatted["message"] = original.detail
         extensions = {"code": original.graphql_code}
         if original.errors:
-            extensions["errors"], omitted = bounded_errors(original.errors)
+            named = graphql_names(original.errors)
+            if original.detail == sentence(original.errors):
+                formatted["message"] = sentence(named)
+            extensions["errors"], omitted = bounded_errors(named)
             if omitted:
                 extensions["errors_omitted"] = omitted
     elif original is not None and not isinstance(original, GraphQLError):
