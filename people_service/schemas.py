@@ -387,8 +387,15 @@ def sentence(errors) -> str:
     return " ".join(line if line.endswith((".", "?", "!")) else line + "." for line in lines)
 
 
+JSON_KINDS = {list: "an array", str: "a string", int: "a number", float: "a number"}
+JSON_KINDS.update({bool: "true or false", type(None): "null"})
+
+
 def load(schema: Schema, data, *, error: type[ServiceError] = Invalid) -> dict:
     """`data` checked by `schema`; what breaks a rule raises `error` with every field message."""
+    if not isinstance(data, dict):  # marshmallow would say only "Invalid input type."
+        message = f"Must be a JSON object, not {JSON_KINDS.get(type(data), 'that')}."
+        raise error(message, errors={"_schema": [message]})
     try:
         return schema.load(data)
     except ValidationError as exc:

@@ -170,7 +170,8 @@ def create_person(store, data, precondition: Precondition | None = None) -> tupl
         person_id = update.pop("id")
         return _merge(store, parse_id(person_id), update, precondition), False
     person = schemas.load(schemas.person_schema, data)
-    _check(None, precondition)  # no person exists yet for a precondition to name
+    if precondition is not None and not precondition(None):
+        raise PreconditionFailed("No person exists yet for If-Match to match; leave it out.")
     with store.transaction():
         person_id = store.insert_person(columns(person))
         return person_out(store.get_person(person_id)), True

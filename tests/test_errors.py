@@ -92,7 +92,22 @@ def test_a_422_detail_is_a_sentence_of_the_field_messages(client, headers):
         "address.city: Not a valid string."
     )
     listed = client.post("/message", json=[], headers=headers)
-    assert assert_problem(listed, 422)["detail"] == "Invalid input type."
+    assert assert_problem(listed, 422)["detail"] == "Must be a JSON object, not an array."
+
+
+@pytest.mark.parametrize(
+    ("body", "kind"),
+    [([], "an array"), ("ada", "a string"), (3.5, "a number"), (True, "true or false")],
+)
+@pytest.mark.parametrize(("method", "path"), [("POST", "/person"), ("PATCH", "/person/{id}")])
+def test_a_body_that_is_not_an_object_says_so(
+    client, headers, make_person, body, kind, method, path
+):
+    made = make_person()
+    response = client.open(path.format(id=made["id"]), method=method, json=body, headers=headers)
+    problem = assert_problem(response, 422)
+    assert problem["detail"] == f"Must be a JSON object, not {kind}."
+    assert client.get(f"/person/{made['id']}", headers=headers).json == made
 
 
 def test_error_bodies_are_compact_and_end_with_a_newline(client, headers):

@@ -330,6 +330,7 @@ class TestConditionalWrites:
         for tag in ('"x"', "*"):
             response = client.post("/person", json=ADA, headers={**headers, "If-Match": tag})
             assert response.status_code == 412, tag
+            assert response.json["detail"].startswith("No person exists yet for If-Match")
         assert client.get("/people", headers=headers).headers["X-Total-Count"] == before
         fresh = client.post("/person", json=ADA, headers={**headers, "If-None-Match": "*"})
         assert fresh.status_code == 201
