@@ -130,6 +130,8 @@ def test_duplicate_key_name_is_refused(tmp_path):
 
 
 def test_export_then_import_round_trips(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
     source, target = database(tmp_path / "a"), database(tmp_path / "b")
     cli("init-db", "--demo", db=source)
     exported = cli("export", db=source)
@@ -227,6 +229,19 @@ def test_unwritable_database_path_stops_with_status_2(tmp_path):
     assert result.returncode == 2
     assert "cannot open database" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_serve_on_a_database_in_a_missing_directory_stops_with_status_2(tmp_path, sqlite_only):
+    """A mistyped --db used to create every directory on its way, then serve an empty database."""
+    mistyped = tmp_path / "no" / "such" / "people.db"
+    for workers in ("1", "2"):
+        result = cli("serve", "--port", str(free_port()), "--workers", workers, db=mistyped)
+        assert result.returncode == 2, result.stderr
+        assert result.stderr.strip() == (
+            f"people-service: configuration error: no directory {mistyped.parent} for the "
+            f"database {mistyped}; create it first"
+        )
+    assert not (tmp_path / "no").exists()
 
 
 def test_secret_key_is_generated_once_with_mode_0600(tmp_path, sqlite_only):

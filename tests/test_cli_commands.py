@@ -83,6 +83,37 @@ def test_commands_that_read_never_create_a_database(tmp_path, capsys, sqlite_onl
     assert not (tmp_path / "no").exists()
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("init-db",),
+        ("keys", "create", "--name", "x"),
+        ("users", "create", "gus", "--password-stdin"),
+    ],
+)
+def test_writing_commands_create_a_file_but_never_its_directory(
+    tmp_path, capsys, sqlite_only, args
+):
+    mistyped = tmp_path / "no" / "such" / "dir" / "x.db"
+    status, err = one_line_error(capsys, *args, "--db", str(mistyped))
+    assert status == 2
+    assert err == (
+        f"people-service: configuration error: no directory {mistyped.parent} for the "
+        f"database {mistyped}; create it first"
+    )
+    assert not (tmp_path / "no").exists()
+
+
+def test_the_default_database_gets_its_directory(tmp_path, monkeypatch, sqlite_only):
+    """A fresh clone or install has no data/: `people-service serve` must still just work."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PEOPLE_SERVICE_DATABASE", raising=False)
+    result = run("init-db")
+    assert result.exit_code == 0, result.output
+    assert result.output.strip() == "database data/people.db is ready"
+    assert (tmp_path / "data" / "people.db").exists()
+
+
 def test_init_db_demo_is_idempotent(tmp_path):
     db = database(tmp_path)
     first, second = run("init-db", "--demo", db=db), run("init-db", "--demo", db=db)

@@ -8,7 +8,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 import click
 
-from .. import config
+from .. import config, prepare_directory
 from ..errors import ServiceError
 from ..store import Store, is_url, open_store
 
@@ -44,10 +44,14 @@ def settings(database: str | None) -> dict:
 
 def opened(database: str | None, *, create: bool = True) -> Store:
     """The store of --db, its schema created or upgraded. Without `create`, a SQLite file
-    that does not exist is an error: commands that only read never create a database."""
+    that does not exist is an error: commands that only read never create a database. With
+    it, the file may be created, but in an existing directory (the default's excepted):
+    ConfigError otherwise."""
     path = settings(database)["DATABASE"]
     if not create and not is_url(path) and not os.path.exists(path):
         raise CommandError(f"no database at {path} (people-service init-db --db {path} makes one)")
+    if create:
+        prepare_directory(path)
     try:
         store = open_store(path)
         store.upgrade_schema()
