@@ -73,6 +73,14 @@ def create_key(store, name: str, scopes="read,write", rate_limit: str | None = N
     return key
 
 
+def check_field(kind: str, field: str, value) -> None:
+    """Check one field of a new key ("key") or user ("user") by the rule create_key or
+    create_user applies; BadRequest with the field's message. The CLI checks its options with
+    it before it opens a database or asks for a password."""
+    schema = {"key": schemas.KeyRequestSchema, "user": schemas.UserRequestSchema}[kind]
+    schemas.load(schema(only=(field,)), {field: value}, error=BadRequest)
+
+
 def list_keys(store) -> list[dict]:
     """Every key (revoked ones too) with its scopes, limit and usage; never the key itself."""
     return store.list_keys()

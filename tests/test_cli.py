@@ -104,11 +104,11 @@ def test_keys_list_shows_usage_and_revoke_stops_a_key(tmp_path):
     ("args", "message"),
     [
         (("keys", "revoke", "nobody"), "No active API key named 'nobody'."),
-        (("keys", "create", "--name", "bad name"), "name: 1 to 64 letters"),
-        (("keys", "create", "--name", "k", "--scopes", "root"), "scopes: Must be some of"),
+        (("keys", "create", "--name", "bad name"), "'--name': 1 to 64 letters"),
+        (("keys", "create", "--name", "k", "--scopes", "root"), "'--scopes': Must be some of"),
         (
             ("keys", "create", "--name", "k", "--rate-limit", "lots"),
-            "rate_limit: Must look like",
+            "'--rate-limit': Must look like",
         ),
         (("import", "/nonexistent/file.json"), "cannot read /nonexistent/file.json"),
     ],
@@ -215,9 +215,10 @@ def test_a_limit_that_allows_nothing_is_refused_not_served_as_429_forever(tmp_pa
         assert "must allow at least one request in each window" in result.stderr
         assert len(result.stderr.strip().splitlines()) == 1, result.stderr
     refused = cli("keys", "create", "--name", "none", "--rate-limit", "0/minute", db=db)
-    assert refused.returncode == 1
+    assert refused.returncode == 2  # a bad option, as for serve
     assert refused.stderr.strip() == (
-        "people-service: rate_limit: Must allow at least one request in each window."
+        "people-service: Invalid value for '--rate-limit': "
+        "Must allow at least one request in each window. (see --help)"
     )
     assert "none" not in cli("keys", "list", db=db).stdout
 

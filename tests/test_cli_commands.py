@@ -114,6 +114,32 @@ def test_the_default_database_gets_its_directory(tmp_path, monkeypatch, sqlite_o
     assert (tmp_path / "data" / "people.db").exists()
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ("keys", "create", "--name", "ro", "--rate-limit", "0/minute"),
+            "'--rate-limit': Must allow",
+        ),
+        (("keys", "create", "--name", "ro", "--rate-limit", "lots"), "'--rate-limit': Must look"),
+        (("keys", "create", "--name", "ro", "--scopes", "read,wrte"), "'--scopes': Must be some"),
+        (("keys", "create", "--name", "bad/name"), "'--name': 1 to 64 letters"),
+        (("users", "create", "gus", "--rate-limit", "0/hour"), "'--rate-limit': Must allow"),
+        (("users", "create", "gus", "--scopes", "root"), "'--scopes': Must be some of"),
+        (("users", "create", "bad name"), "'USERNAME': 1 to 64 letters"),
+        (("migrate", "--to", "mysql://x"), "'--to': must be a postgresql:// URL"),
+    ],
+)
+def test_bad_options_exit_2_before_anything_is_opened_or_asked(tmp_path, args, message):
+    """The README's rule: 2 for a bad option or setting (they used to be 1, as a failure)."""
+    db = tmp_path / "people.db"
+    result = run(*args, db=db, input=STRONG + "\n")
+    assert result.exit_code == 2, result.output
+    assert f"Invalid value for {message}" in result.output
+    assert "Password" not in result.output  # refused before the prompt
+    assert not db.exists()  # and before the database was touched
+
+
 def test_init_db_demo_is_idempotent(tmp_path):
     db = database(tmp_path)
     first, second = run("init-db", "--demo", db=db), run("init-db", "--demo", db=db)

@@ -8,8 +8,8 @@ from importlib.metadata import PackageNotFoundError, version
 
 import click
 
-from .. import config, prepare_directory
-from ..errors import ServiceError
+from .. import config, credentials, prepare_directory
+from ..errors import BadRequest, ServiceError
 from ..store import Store, is_url, open_store
 
 
@@ -66,6 +66,23 @@ def _shown(path: str) -> str:
 
 def _detail(exc: Exception) -> str:
     return exc.detail if isinstance(exc, ServiceError) else str(exc)
+
+
+def checked(kind: str, field: str):
+    """A click callback that checks a parameter by the rule of `field` of a new key or user
+    (kind "key" or "user"): a bad value is a usage error (exit status 2), found before anything
+    is opened or prompted for."""
+
+    def callback(ctx, param, value):
+        if value is not None:
+            try:
+                credentials.check_field(kind, field, value)
+            except BadRequest as exc:
+                messages = (exc.errors or {}).get(field, [exc.detail])
+                raise click.BadParameter(" ".join(messages)) from None
+        return value
+
+    return callback
 
 
 def table(columns: tuple, rows: list[tuple]) -> None:

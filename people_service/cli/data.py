@@ -58,13 +58,24 @@ def export_file(database, file):
     click.echo(f"exported {count} people, {friendships} friendships", err=True)
 
 
+def postgresql_url(ctx, param, value):
+    """--to names a PostgreSQL database: anything else is a usage error (exit status 2)."""
+    if not is_url(value):
+        raise click.BadParameter("must be a postgresql:// URL")
+    return value
+
+
 @cli.command()
 @database_option
-@click.option("--to", "target", required=True, help="postgresql://user@host:port/database")
+@click.option(
+    "--to",
+    "target",
+    required=True,
+    callback=postgresql_url,
+    help="postgresql://user@host:port/database",
+)
 def migrate(database, target):
     """Copy the whole database into an empty PostgreSQL database, counts checked."""
-    if not is_url(target):
-        raise CommandError("--to must be a postgresql:// URL")
     source = opened(database, create=False)
     destination = opened(target)
     counts = transfer.copy_database(source, destination)

@@ -9,6 +9,7 @@ from .base import (
     LIMIT_HELP,
     PASSWORD_STDIN_HELP,
     SCOPES_HELP,
+    checked,
     cli,
     database_option,
     opened,
@@ -25,9 +26,15 @@ def users():
 
 @users.command("create")
 @database_option
-@click.argument("username")
-@click.option("--scopes", default="read,write", show_default=True, help=SCOPES_HELP)
-@click.option("--rate-limit", help=LIMIT_HELP)
+@click.argument("username", callback=checked("user", "username"))
+@click.option(
+    "--scopes",
+    default="read,write",
+    show_default=True,
+    callback=checked("user", "scopes"),
+    help=SCOPES_HELP,
+)
+@click.option("--rate-limit", callback=checked("user", "rate_limit"), help=LIMIT_HELP)
 @click.option("--password-stdin", is_flag=True, help=PASSWORD_STDIN_HELP)
 def users_create(database, username, scopes, rate_limit, password_stdin):
     """Create the user USERNAME (the password: 15 characters or more, not a common one)."""
