@@ -140,6 +140,45 @@ def test_bad_options_exit_2_before_anything_is_opened_or_asked(tmp_path, args, m
     assert not db.exists()  # and before the database was touched
 
 
+def test_files_that_cannot_be_used_are_named_without_exception_names(tmp_path, capsys, sqlite_only):
+    status, err = one_line_error(capsys, "keys", "list", "--db", str(tmp_path))
+    assert status == 1
+    assert (
+        err == f"people-service: cannot open the database {tmp_path}: unable to open database file"
+    )
+    db = database(tmp_path)
+    assert run("init-db", db=db).exit_code == 0
+    out = tmp_path / "no-such-dir" / "out.json"
+    status, err = one_line_error(capsys, "export", str(out), "--db", db)
+    assert status == 1
+    assert err == f"people-service: cannot write {out}: No such file or directory"
+
+
+@pytest.mark.parametrize(
+    ("error", "message"),
+    [
+        (
+            PermissionError(13, "Permission denied", "/srv/x.db"),
+            "cannot access /srv/x.db: Permission denied",
+        ),
+        (OSError(28, "No space left on device"), "No space left on device"),
+        (RuntimeError("it broke\nsecond line"), "unexpected error: it broke"),
+    ],
+)
+def test_any_other_error_is_one_line_without_its_class_name(
+    tmp_path, capsys, monkeypatch, error, message
+):
+    def fail(store):
+        raise error
+
+    monkeypatch.setattr(credentials, "list_keys", fail)
+    db = database(tmp_path)
+    assert run("init-db", db=db).exit_code == 0
+    status, err = one_line_error(capsys, "keys", "list", "--db", db)
+    assert (status, err) == (1, f"people-service: {message}")
+    assert type(error).__name__ not in err
+
+
 def test_init_db_demo_is_idempotent(tmp_path):
     db = database(tmp_path)
     first, second = run("init-db", "--demo", db=db), run("init-db", "--demo", db=db)

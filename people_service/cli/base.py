@@ -55,8 +55,8 @@ def opened(database: str | None, *, create: bool = True) -> Store:
     try:
         store = open_store(path)
         store.upgrade_schema()
-    except (ServiceError, RuntimeError) as exc:
-        raise CommandError(f"cannot open {_shown(path)}: {_detail(exc)}") from None
+    except Exception as exc:  # the driver's, the file system's or the schema's: all one line
+        raise CommandError(f"cannot open the database {_shown(path)}: {reason(exc)}") from None
     return store
 
 
@@ -64,8 +64,15 @@ def _shown(path: str) -> str:
     return path.split("@")[-1] if is_url(path) else path
 
 
-def _detail(exc: Exception) -> str:
-    return exc.detail if isinstance(exc, ServiceError) else str(exc)
+def reason(exc: BaseException) -> str:
+    """Why `exc` happened, on one line and without its class name (which tells a user
+    nothing): a ServiceError's detail, an OSError's strerror, else the message's first line."""
+    if isinstance(exc, ServiceError):
+        return exc.detail
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else "no reason given"
 
 
 def checked(kind: str, field: str):
