@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import errno
+
 import click
 
-from .base import cli, database_option
+from .base import CommandError, cli, database_option
 
 
 @cli.command()
@@ -48,6 +50,12 @@ def serve(database, host, port, threads, workers, connection_limit, channel_time
     overrides = {"DATABASE": database} if database else {}
     options = dict(host=host, port=port, threads=threads, connection_limit=connection_limit)
     options["channel_timeout"] = channel_timeout
-    if workers == 1:
-        return server.serve(create_app(overrides), **options)
-    return server.serve_workers(overrides, workers=workers, **options)
+    try:
+        if workers == 1:
+            return server.serve(create_app(overrides), **options)
+        return server.serve_workers(overrides, workers=workers, **options)
+    except server.CannotListen as exc:
+        why = exc.strerror[:1].lower() + exc.strerror[1:]
+        if exc.errno == errno.EADDRINUSE:
+            why += " (another server? choose another with --port)"
+        raise CommandError(f"cannot listen on {exc.address}: {why}") from None
