@@ -38,6 +38,18 @@ def test_version_is_printed():
     assert result.exit_code == 0 and result.output.startswith("people-service, version ")
 
 
+@pytest.mark.parametrize("group", [(), ("keys",), ("users",)])
+def test_a_group_alone_prints_its_plain_help(capsys, group):
+    """It used to be wrapped as an error: 'people-service: Usage: ... (see --help)'."""
+    assert main([*group, "--help"]) == 0
+    help_text = capsys.readouterr().out
+    status = main(list(group))
+    out, err = capsys.readouterr()
+    assert (status, out) == (2, "")  # click's convention for a group without a command
+    assert err == help_text
+    assert err.startswith(f"Usage: {' '.join(('people-service', *group))} [OPTIONS] COMMAND")
+
+
 def walk(group: click.Group, path=()):
     for name, command in group.commands.items():
         if isinstance(command, click.Group):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import click
+from click.exceptions import NoArgsIsHelpError
 
 from .. import logs
 from ..config import ConfigError
@@ -21,6 +22,9 @@ def main(argv=None) -> int:
     except ConfigError as exc:
         click.echo(f"people-service: configuration error: {exc}", err=True)
         return 2
+    except NoArgsIsHelpError as exc:  # a group called alone: its help, as click shows it
+        exc.show()
+        return exc.exit_code
     except click.UsageError as exc:
         click.echo(f"people-service: {exc.format_message()} (see --help)", err=True)
         return 2
