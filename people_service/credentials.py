@@ -154,11 +154,18 @@ def list_users(store) -> list[dict]:
     return store.list_users()
 
 
-def change_password(store, username: str, password: str) -> None:
-    """A new password; tokens issued before it stop working at once, in every process."""
+def check_new_password(password: str, username: str) -> str:
+    """`password` if `username` may have it (long enough, not guessable, not naming its
+    context); BadRequest naming the rule it breaks."""
     checked = schemas.load(schemas.password_schema, {"password": password}, error=BadRequest)
     _check_context(checked["password"], username)
-    if not store.set_password(username, hash_password(checked["password"])):
+    return checked["password"]
+
+
+def change_password(store, username: str, password: str) -> None:
+    """A new password; tokens issued before it stop working at once, in every process."""
+    password = check_new_password(password, username)
+    if not store.set_password(username, hash_password(password)):
         raise NotFound(f"No user named '{username}'.")
 
 

@@ -212,6 +212,37 @@ def test_passwords_must_be_long_and_uncommon(tmp_path, capsys):
     assert run("users", "create", "hopper", "--password-stdin", input=STRONG, db=db).exit_code == 0
 
 
+def test_the_prompt_asks_again_for_a_password_that_breaks_a_rule(tmp_path, monkeypatch):
+    """It used to ask for the confirmation of a too-short password, then give up."""
+    from people_service.cli import base
+
+    monkeypatch.setattr(base, "stdin_is_a_terminal", lambda: True)
+    db = database(tmp_path)
+    typed = ["short", "passwordpassword", "grace-hopper-rules-the-world", STRONG, "typo", STRONG]
+    result = run("users", "create", "hopper", input="\n".join([*typed, STRONG, ""]), db=db)
+    assert result.exit_code == 0, result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("Error: ")]
+    assert errors == [
+        "Error: Length must be between 15 and 1024.",
+        "Error: Too common or too easy to guess; choose another.",
+        "Error: Must not contain the username or the service's name.",
+        "Error: The two entered values do not match.",
+    ]
+    assert result.output.count("Repeat for confirmation") == 2  # only for allowed passwords
+    assert "created user 'hopper'" in result.output
+    store = open_store(str(db))
+    try:
+        assert credentials.login(store, "hopper", STRONG) is not None
+    finally:
+        store.close()
+    other = "violin orbit tea kettle 7"
+    changed = run(
+        "users", "passwd", "hopper", input=f"hopper-again-2024\n{other}\n{other}\n", db=db
+    )
+    assert changed.exit_code == 0, changed.output
+    assert "Error: Must not contain the username" in changed.output
+
+
 def test_a_password_needs_a_terminal_or_stdin(tmp_path, capsys, monkeypatch):
     db = str(database(tmp_path))
     with open("/dev/null") as empty:

@@ -85,11 +85,15 @@ def checked(kind: str, field: str):
             try:
                 credentials.check_field(kind, field, value)
             except BadRequest as exc:
-                messages = (exc.errors or {}).get(field, [exc.detail])
-                raise click.BadParameter(" ".join(messages)) from None
+                raise click.BadParameter(field_message(exc, field)) from None
         return value
 
     return callback
+
+
+def field_message(exc: BadRequest, field: str) -> str:
+    """What `exc` says about `field`, without the field's name (the prompt or option names it)."""
+    return " ".join((exc.errors or {}).get(field, [exc.detail]))
 
 
 def table(columns: tuple, rows: list[tuple]) -> None:
@@ -100,17 +104,32 @@ def table(columns: tuple, rows: list[tuple]) -> None:
         click.echo("  ".join(cells).rstrip())
 
 
-def read_password(password_stdin: bool) -> str:
-    """A password from one line of stdin, or typed twice at a hidden prompt."""
+def stdin_is_a_terminal() -> bool:
+    """Whether a person may be typing (tests stand in for one)."""
+    return sys.stdin.isatty()
+
+
+def read_password(password_stdin: bool, username: str) -> str:
+    """A password from one line of stdin, or typed twice at a hidden prompt. At the prompt,
+    one that breaks a rule is refused before the confirmation and asked for again."""
     if password_stdin:
         line = sys.stdin.readline()
         if not line.strip("\r\n"):
             raise CommandError("no password on stdin (send it as one line)")
         return line.rstrip("\r\n")
-    if not sys.stdin.isatty():
+    if not stdin_is_a_terminal():
         raise CommandError("stdin is not a terminal: pipe the password with --password-stdin")
+
+    def allowed(password: str) -> str:
+        try:
+            return credentials.check_new_password(password, username)
+        except BadRequest as exc:  # click prints "Error: <message>" and prompts again
+            raise click.UsageError(field_message(exc, "password")) from None
+
     try:
-        return click.prompt("Password", hide_input=True, confirmation_prompt=True)
+        return click.prompt(
+            "Password", hide_input=True, confirmation_prompt=True, value_proc=allowed
+        )
     except click.Abort:
         raise CommandError("no password given") from None
 
