@@ -243,6 +243,22 @@ def test_the_prompt_asks_again_for_a_password_that_breaks_a_rule(tmp_path, monke
     assert "Error: Must not contain the username" in changed.output
 
 
+def test_only_usernames_of_4_characters_or_more_are_refused_in_a_password(tmp_path):
+    """Deliberate (passwords.names_its_context): 'bob', 'ann' or 'al' are parts of too many
+    words ('bobsleigh', 'planner', 'always') to refuse every password that holds them."""
+    db = database(tmp_path)
+    for username, password, allowed in [
+        ("bob", "bobbobbob-is-my-name", True),
+        ("al", "always-walk-all-the-hall", True),
+        ("gwen", "gwen-plays-the-cello-well", False),
+        ("gwen", "GWEN plays the cello well", False),  # compared without case and spaces
+    ]:
+        result = run("users", "create", username, "--password-stdin", input=password, db=db)
+        assert (result.exit_code == 0) is allowed, (username, password, result.output)
+        if not allowed:
+            assert "Must not contain the username" in str(result.exception or result.output)
+
+
 def test_a_password_needs_a_terminal_or_stdin(tmp_path, capsys, monkeypatch):
     db = str(database(tmp_path))
     with open("/dev/null") as empty:
