@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 
 import click
@@ -11,9 +12,10 @@ from click.testing import CliRunner
 from people_service import credentials
 from people_service.cli import cli as command_group
 from people_service.cli import main
+from people_service.cli.base import table
 from people_service.store import open_store
 
-from .conftest import ACTIVE, SECRET, ServerProcess, cli, database
+from .conftest import ACTIVE, ROOT, SECRET, ServerProcess, cli, database
 
 STRONG = "tea kettle violin orbit 42"
 
@@ -257,6 +259,23 @@ def test_only_usernames_of_4_characters_or_more_are_refused_in_a_password(tmp_pa
         assert (result.exit_code == 0) is allowed, (username, password, result.output)
         if not allowed:
             assert "Must not contain the username" in str(result.exception or result.output)
+
+
+def test_the_readme_keys_list_sample_is_what_keys_list_prints(tmp_path, capsys):
+    """The sample showed 4 characters of each prefix where the command shows 5."""
+    readme = (ROOT / "README.md").read_text()
+    sample = readme.split("$ people-service keys list\n", 1)[1].split("\n$ ", 1)[0].splitlines()
+    cells = [re.split(r" {2,}", line) for line in sample]
+    table(tuple(cells[0]), [tuple(row) for row in cells[1:]])  # as keys list lays them out
+    assert capsys.readouterr().out.splitlines() == sample
+    db = database(tmp_path)
+    key = run("keys", "create", "--name", "demo", db=db).output.split()[-1]
+    real = [re.split(r" {2,}", line) for line in run("keys", "list", db=db).output.splitlines()]
+    assert real[0] == cells[0]
+    assert real[1][1] == key[:8] + "…"
+    for row in cells[1:]:
+        assert re.fullmatch(r"ps_[A-Za-z0-9_-]{5}…", row[1]), row
+        assert len(row) == len(real[1])
 
 
 def test_a_password_needs_a_terminal_or_stdin(tmp_path, capsys, monkeypatch):
