@@ -141,28 +141,6 @@ class Channel(HTTPChannel):
             self.handle_close()
 
 
-class CannotListen(OSError):
-    """The address could not be bound (taken, not ours, or unknown); nothing was printed yet."""
-
-    def __init__(self, host: str, port: int, error: OSError):
-        super().__init__(error.errno, error.strerror or str(error))
-        self.address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-
-
-def check_address(host: str, port: int) -> None:
-    """Bind the address and let it go, as gunicorn will bind it (SO_REUSEADDR), so a taken port
-    is one CannotListen now rather than five retries, log lines and a bare exit status."""
-    try:
-        family, kind, proto, _, address = socket.getaddrinfo(
-            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-        )[0]
-        with socket.socket(family, kind, proto) as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            probe.bind(address)
-    except OSError as exc:
-        raise CannotListen(host, port, exc) from exc
-
-
 def create_server(app, *, host: str, port: int, threads: int, **adjustments):
     """A waitress server for `app` whose answers and refusals are the app's (see Channel)."""
     from waitress.server import create_server as waitress_server
@@ -242,22 +220,15 @@ def serve(
     connection_limit: int = 1000,
     channel_timeout: int = 30,
 ) -> int:
-    """Serve `app` with waitress until SIGTERM or SIGINT; then drain and stop (status 0).
-    Raises CannotListen if the address cannot be bound."""
-    try:
-        # resolved first: for a name that does not resolve, waitress says only "Invalid
-        # host/port specified." (a ValueError)
-        socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-        server = create_server(  # binds the port: nothing is printed before this succeeds
-            app,
-            host=host,
-            port=port,
-            threads=threads,
-            connection_limit=connection_limit,
-            channel_timeout=channel_timeout,
-        )
-    except OSError as exc:
-        raise CannotListen(host, port, exc) from exc
+    """Serve `app` with waitress until SIGTERM or SIGINT; then drain and stop (status 0)."""
+    server = create_server(  # binds the port: nothing is printed before this succeeds
+        app,
+        host=host,
+        port=port,
+        threads=threads,
+        connection_limit=connection_limit,
+        channel_timeout=channel_timeout,
+    )
     bootstrap(app)
     # waitress warns "Task queue depth is N" on nearly every request under load: noise that
     # costs CPU; saturation shows in the access log's durations instead
@@ -295,15 +266,13 @@ def serve_workers(
     channel_timeout: int = 30,
 ) -> int:
     """Serve with `workers` processes on one port, run by gunicorn's arbiter: a crashed worker
-    is replaced, SIGTERM lets every worker finish its requests, then all stop. Raises
-    CannotListen if the address cannot be bound."""
+    is replaced, SIGTERM lets every worker finish its requests, then all stop."""
     from gunicorn.app.base import BaseApplication
 
     from . import config, create_app, prepare_directory
 
     settings = config.load(overrides)
     prepare_directory(settings["DATABASE"])  # refused before gunicorn starts and logs
-    check_address(host, port)
 
     def when_ready(arbiter) -> None:
         # the port is bound: now the demo key may be printed (the master's app is closed
