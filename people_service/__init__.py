@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import os
 import re
 import weakref
 
@@ -20,12 +21,12 @@ from .rest.ops import bp as ops_bp
 from .rest.people import bp as people_bp
 from .rest.tokens import bp as tokens_bp
 from .schemas import ID_PATTERN
-from .store import Store, open_store
+from .store import Store, is_url, open_store
 from .usage import UsageTracker
 from .web import Services, cors, lifecycle, pages, problems
 from .web.ratelimit import RateLimits
 
-__all__ = ["create_app", "ConfigError"]
+__all__ = ["create_app", "ConfigError", "prepare_directory"]
 
 
 class IdConverter(BaseConverter):
@@ -36,12 +37,25 @@ class IdConverter(BaseConverter):
 
 def prepare_store(config: dict) -> Store:
     """The store named by DATABASE, with its schema created or upgraded."""
+    prepare_directory(config["DATABASE"])
     try:
         store = open_store(config["DATABASE"])
         store.upgrade_schema()
     except Exception as exc:  # any failure here is a configuration problem for the operator
         raise ConfigError(f"cannot open database {redacted(config['DATABASE'])!r}: {exc}") from None
     return store
+
+
+def prepare_directory(database: str) -> None:
+    """Create the directory of the default database if it is missing; any other SQLite file
+    may be created, but only in a directory that exists. Raises ConfigError."""
+    directory = os.path.dirname(os.path.abspath(database))
+    if is_url(database) or os.path.exists(directory):
+        return
+    if database != settings.DEFAULTS["DATABASE"]:
+        # a mistyped path must not leave a tree of directories behind it
+        raise ConfigError(f"no directory {directory} for the database {database}; create it first")
+    os.makedirs(directory)  # data/ of a fresh clone or install: one command serves the demo
 
 
 def redacted(database: str) -> str:

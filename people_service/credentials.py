@@ -73,6 +73,14 @@ def create_key(store, name: str, scopes="read,write", rate_limit: str | None = N
     return key
 
 
+def check_field(kind: str, field: str, value) -> None:
+    """Check one field of a new key ("key") or user ("user") by the rule create_key or
+    create_user applies; BadRequest with the field's message. The CLI checks its options with
+    it before it opens a database or asks for a password."""
+    schema = {"key": schemas.KeyRequestSchema, "user": schemas.UserRequestSchema}[kind]
+    schemas.load(schema(only=(field,)), {field: value}, error=BadRequest)
+
+
 def list_keys(store) -> list[dict]:
     """Every key (revoked ones too) with its scopes, limit and usage; never the key itself."""
     return store.list_keys()
@@ -146,11 +154,18 @@ def list_users(store) -> list[dict]:
     return store.list_users()
 
 
-def change_password(store, username: str, password: str) -> None:
-    """A new password; tokens issued before it stop working at once, in every process."""
+def check_new_password(password: str, username: str) -> str:
+    """`password` if `username` may have it (long enough, not guessable, not naming its
+    context); BadRequest naming the rule it breaks."""
     checked = schemas.load(schemas.password_schema, {"password": password}, error=BadRequest)
     _check_context(checked["password"], username)
-    if not store.set_password(username, hash_password(checked["password"])):
+    return checked["password"]
+
+
+def change_password(store, username: str, password: str) -> None:
+    """A new password; tokens issued before it stop working at once, in every process."""
+    password = check_new_password(password, username)
+    if not store.set_password(username, hash_password(password)):
         raise NotFound(f"No user named '{username}'.")
 
 

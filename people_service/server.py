@@ -269,9 +269,10 @@ def serve_workers(
     is replaced, SIGTERM lets every worker finish its requests, then all stop."""
     from gunicorn.app.base import BaseApplication
 
-    from . import config, create_app
+    from . import config, create_app, prepare_directory
 
     settings = config.load(overrides)
+    prepare_directory(settings["DATABASE"])  # refused before gunicorn starts and logs
 
     def when_ready(arbiter) -> None:
         # the port is bound: now the demo key may be printed (the master's app is closed

@@ -104,11 +104,11 @@ def test_keys_list_shows_usage_and_revoke_stops_a_key(tmp_path):
     ("args", "message"),
     [
         (("keys", "revoke", "nobody"), "No active API key named 'nobody'."),
-        (("keys", "create", "--name", "bad name"), "name: 1 to 64 letters"),
-        (("keys", "create", "--name", "k", "--scopes", "root"), "scopes: Must be some of"),
+        (("keys", "create", "--name", "bad name"), "'--name': 1 to 64 letters"),
+        (("keys", "create", "--name", "k", "--scopes", "root"), "'--scopes': Must be some of"),
         (
             ("keys", "create", "--name", "k", "--rate-limit", "lots"),
-            "rate_limit: Must look like",
+            "'--rate-limit': Must look like",
         ),
         (("import", "/nonexistent/file.json"), "cannot read /nonexistent/file.json"),
     ],
@@ -130,6 +130,8 @@ def test_duplicate_key_name_is_refused(tmp_path):
 
 
 def test_export_then_import_round_trips(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
     source, target = database(tmp_path / "a"), database(tmp_path / "b")
     cli("init-db", "--demo", db=source)
     exported = cli("export", db=source)
@@ -213,9 +215,10 @@ def test_a_limit_that_allows_nothing_is_refused_not_served_as_429_forever(tmp_pa
         assert "must allow at least one request in each window" in result.stderr
         assert len(result.stderr.strip().splitlines()) == 1, result.stderr
     refused = cli("keys", "create", "--name", "none", "--rate-limit", "0/minute", db=db)
-    assert refused.returncode == 1
+    assert refused.returncode == 2  # a bad option, as for serve
     assert refused.stderr.strip() == (
-        "people-service: rate_limit: Must allow at least one request in each window."
+        "people-service: Invalid value for '--rate-limit': "
+        "Must allow at least one request in each window. (see --help)"
     )
     assert "none" not in cli("keys", "list", db=db).stdout
 
@@ -227,6 +230,19 @@ def test_unwritable_database_path_stops_with_status_2(tmp_path):
     assert result.returncode == 2
     assert "cannot open database" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_serve_on_a_database_in_a_missing_directory_stops_with_status_2(tmp_path, sqlite_only):
+    """A mistyped --db used to create every directory on its way, then serve an empty database."""
+    mistyped = tmp_path / "no" / "such" / "people.db"
+    for workers in ("1", "2"):
+        result = cli("serve", "--port", str(free_port()), "--workers", workers, db=mistyped)
+        assert result.returncode == 2, result.stderr
+        assert result.stderr.strip() == (
+            f"people-service: configuration error: no directory {mistyped.parent} for the "
+            f"database {mistyped}; create it first"
+        )
+    assert not (tmp_path / "no").exists()
 
 
 def test_secret_key_is_generated_once_with_mode_0600(tmp_path, sqlite_only):

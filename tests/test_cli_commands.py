@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 
 import click
@@ -11,9 +12,10 @@ from click.testing import CliRunner
 from people_service import credentials
 from people_service.cli import cli as command_group
 from people_service.cli import main
+from people_service.cli.base import table
 from people_service.store import open_store
 
-from .conftest import ACTIVE, SECRET, ServerProcess, cli, database
+from .conftest import ACTIVE, ROOT, SECRET, ServerProcess, cli, database
 
 STRONG = "tea kettle violin orbit 42"
 
@@ -36,6 +38,18 @@ def one_line_error(capsys, *argv) -> tuple[int, str]:
 def test_version_is_printed():
     result = run("--version")
     assert result.exit_code == 0 and result.output.startswith("people-service, version ")
+
+
+@pytest.mark.parametrize("group", [(), ("keys",), ("users",)])
+def test_a_group_alone_prints_its_plain_help(capsys, group):
+    """It used to be wrapped as an error: 'people-service: Usage: ... (see --help)'."""
+    assert main([*group, "--help"]) == 0
+    help_text = capsys.readouterr().out
+    status = main(list(group))
+    out, err = capsys.readouterr()
+    assert (status, out) == (2, "")  # click's convention for a group without a command
+    assert err == help_text
+    assert err.startswith(f"Usage: {' '.join(('people-service', *group))} [OPTIONS] COMMAND")
 
 
 def walk(group: click.Group, path=()):
@@ -83,6 +97,102 @@ def test_commands_that_read_never_create_a_database(tmp_path, capsys, sqlite_onl
     assert not (tmp_path / "no").exists()
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("init-db",),
+        ("keys", "create", "--name", "x"),
+        ("users", "create", "gus", "--password-stdin"),
+    ],
+)
+def test_writing_commands_create_a_file_but_never_its_directory(
+    tmp_path, capsys, sqlite_only, args
+):
+    mistyped = tmp_path / "no" / "such" / "dir" / "x.db"
+    status, err = one_line_error(capsys, *args, "--db", str(mistyped))
+    assert status == 2
+    assert err == (
+        f"people-service: configuration error: no directory {mistyped.parent} for the "
+        f"database {mistyped}; create it first"
+    )
+    assert not (tmp_path / "no").exists()
+
+
+def test_the_default_database_gets_its_directory(tmp_path, monkeypatch, sqlite_only):
+    """A fresh clone or install has no data/: `people-service serve` must still just work."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PEOPLE_SERVICE_DATABASE", raising=False)
+    result = run("init-db")
+    assert result.exit_code == 0, result.output
+    assert result.output.strip() == "database data/people.db is ready"
+    assert (tmp_path / "data" / "people.db").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ("keys", "create", "--name", "ro", "--rate-limit", "0/minute"),
+            "'--rate-limit': Must allow",
+        ),
+        (("keys", "create", "--name", "ro", "--rate-limit", "lots"), "'--rate-limit': Must look"),
+        (("keys", "create", "--name", "ro", "--scopes", "read,wrte"), "'--scopes': Must be some"),
+        (("keys", "create", "--name", "bad/name"), "'--name': 1 to 64 letters"),
+        (("users", "create", "gus", "--rate-limit", "0/hour"), "'--rate-limit': Must allow"),
+        (("users", "create", "gus", "--scopes", "root"), "'--scopes': Must be some of"),
+        (("users", "create", "bad name"), "'USERNAME': 1 to 64 letters"),
+        (("migrate", "--to", "mysql://x"), "'--to': must be a postgresql:// URL"),
+    ],
+)
+def test_bad_options_exit_2_before_anything_is_opened_or_asked(tmp_path, args, message):
+    """The README's rule: 2 for a bad option or setting (they used to be 1, as a failure)."""
+    db = tmp_path / "people.db"
+    result = run(*args, db=db, input=STRONG + "\n")
+    assert result.exit_code == 2, result.output
+    assert f"Invalid value for {message}" in result.output
+    assert "Password" not in result.output  # refused before the prompt
+    assert not db.exists()  # and before the database was touched
+
+
+def test_files_that_cannot_be_used_are_named_without_exception_names(tmp_path, capsys, sqlite_only):
+    status, err = one_line_error(capsys, "keys", "list", "--db", str(tmp_path))
+    assert status == 1
+    assert (
+        err == f"people-service: cannot open the database {tmp_path}: unable to open database file"
+    )
+    db = database(tmp_path)
+    assert run("init-db", db=db).exit_code == 0
+    out = tmp_path / "no-such-dir" / "out.json"
+    status, err = one_line_error(capsys, "export", str(out), "--db", db)
+    assert status == 1
+    assert err == f"people-service: cannot write {out}: No such file or directory"
+
+
+@pytest.mark.parametrize(
+    ("error", "message"),
+    [
+        (
+            PermissionError(13, "Permission denied", "/srv/x.db"),
+            "cannot access /srv/x.db: Permission denied",
+        ),
+        (OSError(28, "No space left on device"), "No space left on device"),
+        (RuntimeError("it broke\nsecond line"), "unexpected error: it broke"),
+    ],
+)
+def test_any_other_error_is_one_line_without_its_class_name(
+    tmp_path, capsys, monkeypatch, error, message
+):
+    def fail(store):
+        raise error
+
+    monkeypatch.setattr(credentials, "list_keys", fail)
+    db = database(tmp_path)
+    assert run("init-db", db=db).exit_code == 0
+    status, err = one_line_error(capsys, "keys", "list", "--db", db)
+    assert (status, err) == (1, f"people-service: {message}")
+    assert type(error).__name__ not in err
+
+
 def test_init_db_demo_is_idempotent(tmp_path):
     db = database(tmp_path)
     first, second = run("init-db", "--demo", db=db), run("init-db", "--demo", db=db)
@@ -102,6 +212,70 @@ def test_passwords_must_be_long_and_uncommon(tmp_path, capsys):
         result = run("users", "create", "hopper", "--password-stdin", input=password, db=db)
         assert result.exit_code != 0 and message in str(result.output + str(result.exception))
     assert run("users", "create", "hopper", "--password-stdin", input=STRONG, db=db).exit_code == 0
+
+
+def test_the_prompt_asks_again_for_a_password_that_breaks_a_rule(tmp_path, monkeypatch):
+    """It used to ask for the confirmation of a too-short password, then give up."""
+    from people_service.cli import base
+
+    monkeypatch.setattr(base, "stdin_is_a_terminal", lambda: True)
+    db = database(tmp_path)
+    typed = ["short", "passwordpassword", "grace-hopper-rules-the-world", STRONG, "typo", STRONG]
+    result = run("users", "create", "hopper", input="\n".join([*typed, STRONG, ""]), db=db)
+    assert result.exit_code == 0, result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("Error: ")]
+    assert errors == [
+        "Error: Length must be between 15 and 1024.",
+        "Error: Too common or too easy to guess; choose another.",
+        "Error: Must not contain the username or the service's name.",
+        "Error: The two entered values do not match.",
+    ]
+    assert result.output.count("Repeat for confirmation") == 2  # only for allowed passwords
+    assert "created user 'hopper'" in result.output
+    store = open_store(str(db))
+    try:
+        assert credentials.login(store, "hopper", STRONG) is not None
+    finally:
+        store.close()
+    other = "violin orbit tea kettle 7"
+    changed = run(
+        "users", "passwd", "hopper", input=f"hopper-again-2024\n{other}\n{other}\n", db=db
+    )
+    assert changed.exit_code == 0, changed.output
+    assert "Error: Must not contain the username" in changed.output
+
+
+def test_only_usernames_of_4_characters_or_more_are_refused_in_a_password(tmp_path):
+    """Deliberate (passwords.names_its_context): 'bob', 'ann' or 'al' are parts of too many
+    words ('bobsleigh', 'planner', 'always') to refuse every password that holds them."""
+    db = database(tmp_path)
+    for username, password, allowed in [
+        ("bob", "bobbobbob-is-my-name", True),
+        ("al", "always-walk-all-the-hall", True),
+        ("gwen", "gwen-plays-the-cello-well", False),
+        ("gwen", "GWEN plays the cello well", False),  # compared without case and spaces
+    ]:
+        result = run("users", "create", username, "--password-stdin", input=password, db=db)
+        assert (result.exit_code == 0) is allowed, (username, password, result.output)
+        if not allowed:
+            assert "Must not contain the username" in str(result.exception or result.output)
+
+
+def test_the_readme_keys_list_sample_is_what_keys_list_prints(tmp_path, capsys):
+    """The sample showed 4 characters of each prefix where the command shows 5."""
+    readme = (ROOT / "README.md").read_text()
+    sample = readme.split("$ people-service keys list\n", 1)[1].split("\n$ ", 1)[0].splitlines()
+    cells = [re.split(r" {2,}", line) for line in sample]
+    table(tuple(cells[0]), [tuple(row) for row in cells[1:]])  # as keys list lays them out
+    assert capsys.readouterr().out.splitlines() == sample
+    db = database(tmp_path)
+    key = run("keys", "create", "--name", "demo", db=db).output.split()[-1]
+    real = [re.split(r" {2,}", line) for line in run("keys", "list", db=db).output.splitlines()]
+    assert real[0] == cells[0]
+    assert real[1][1] == key[:8] + "…"
+    for row in cells[1:]:
+        assert re.fullmatch(r"ps_[A-Za-z0-9_-]{5}…", row[1]), row
+        assert len(row) == len(real[1])
 
 
 def test_a_password_needs_a_terminal_or_stdin(tmp_path, capsys, monkeypatch):
@@ -200,7 +374,10 @@ def test_disable_and_passwd_end_tokens_at_once_on_a_running_server(tmp_path):
         server.stop()
 
 
-def test_the_demo_key_is_printed_only_once_the_port_is_bound(tmp_path, sqlite_only):
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_busy_port_is_one_line_and_the_demo_key_is_not_spent(tmp_path, sqlite_only, workers):
+    """The key is printed once the port is bound: printed before, it would be lost with the
+    failed start (only its hash is kept)."""
     import socket
 
     db = database(tmp_path)
@@ -208,9 +385,13 @@ def test_the_demo_key_is_printed_only_once_the_port_is_bound(tmp_path, sqlite_on
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        result = cli("serve", "--port", str(port), db=db)
-    assert result.returncode != 0
-    assert "Address already in use" in result.stderr
+        result = cli("serve", "--port", str(port), "--workers", workers, db=db, timeout=30)
+    assert result.returncode == 1
+    assert result.stderr == (
+        f"people-service: cannot listen on 127.0.0.1:{port}: address already in use "
+        "(another server? choose another with --port)\n"
+    )
     assert "ps_" not in result.stdout  # no key printed and lost
-    assert len(result.stderr.strip().splitlines()) == 1
+    # nor made: under gunicorn the address is checked before the database is even opened
+    assert "demo" not in cli("keys", "list", db=db).stdout
     assert ACTIVE["backend"] == "sqlite"

@@ -63,11 +63,15 @@ def test_readme_curl_examples_work_as_written(live, tmp_path):
     port = live.url.rsplit(":", 1)[1]
     # each block runs as one script; curl fails on any HTTP error status
     prelude = 'set -euo pipefail\ncurl() { command curl -fsS "$@"; }\n'
+    clone, scratch = tmp_path / "clone", tmp_path / "tmp"
+    clone.mkdir()
+    scratch.mkdir()
     for block in blocks:
         script = prelude + block.replace("http://127.0.0.1:8080", f"http://127.0.0.1:{port}")
+        script = script.replace(" /tmp/", f" {scratch}/")  # the test's own /tmp
         result = subprocess.run(
             ["bash", "-c", script],
-            cwd=tmp_path,
+            cwd=clone,
             env={**os.environ, "KEY": live.key},
             capture_output=True,
             text=True,
@@ -75,6 +79,9 @@ def test_readme_curl_examples_work_as_written(live, tmp_path):
         )
         assert result.returncode == 0, (block, result.stdout[-2000:], result.stderr[-2000:])
         assert "errors" not in result.stdout, (block, result.stdout[-2000:])
+    # a reader runs them in the clone: they used to leave an untracked openapi.json there
+    assert list(clone.iterdir()) == []
+    assert (scratch / "openapi.json").exists()
 
 
 def test_concurrent_writers_lose_nothing(live):

@@ -146,6 +146,7 @@ def test_every_file_a_page_loads_is_served_from_this_server(tmp_path, explorer):
 
 def test_pages_run_no_inline_script(tmp_path):
     for explorer in ("playground", "graphiql"):
+        (tmp_path / explorer).mkdir()
         app = make_app(tmp_path / explorer, EXPLORER=explorer)
         try:
             for path in PAGES:
@@ -249,6 +250,7 @@ def test_explorer_cdn_is_an_npm_cdn_root_for_both_explorers(tmp_path):
         ("playground", "graphql-playground-react@1.7.28/build/static/js/middleware.js"),
         ("graphiql", "graphiql@4.1.2/dist/index.umd.js"),
     ):
+        (tmp_path / explorer).mkdir()
         app = make_app(tmp_path / explorer, EXPLORER=explorer, EXPLORER_CDN=cdn + "/")
         try:
             response, html = page(app.test_client(), "/graphql")

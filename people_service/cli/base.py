@@ -8,8 +8,8 @@ from importlib.metadata import PackageNotFoundError, version
 
 import click
 
-from .. import config
-from ..errors import ServiceError
+from .. import config, credentials, prepare_directory
+from ..errors import BadRequest, ServiceError
 from ..store import Store, is_url, open_store
 
 
@@ -44,15 +44,19 @@ def settings(database: str | None) -> dict:
 
 def opened(database: str | None, *, create: bool = True) -> Store:
     """The store of --db, its schema created or upgraded. Without `create`, a SQLite file
-    that does not exist is an error: commands that only read never create a database."""
+    that does not exist is an error: commands that only read never create a database. With
+    it, the file may be created, but in an existing directory (the default's excepted):
+    ConfigError otherwise."""
     path = settings(database)["DATABASE"]
     if not create and not is_url(path) and not os.path.exists(path):
         raise CommandError(f"no database at {path} (people-service init-db --db {path} makes one)")
+    if create:
+        prepare_directory(path)
     try:
         store = open_store(path)
         store.upgrade_schema()
-    except (ServiceError, RuntimeError) as exc:
-        raise CommandError(f"cannot open {_shown(path)}: {_detail(exc)}") from None
+    except Exception as exc:  # the driver's, the file system's or the schema's: all one line
+        raise CommandError(f"cannot open the database {_shown(path)}: {reason(exc)}") from None
     return store
 
 
@@ -60,8 +64,36 @@ def _shown(path: str) -> str:
     return path.split("@")[-1] if is_url(path) else path
 
 
-def _detail(exc: Exception) -> str:
-    return exc.detail if isinstance(exc, ServiceError) else str(exc)
+def reason(exc: BaseException) -> str:
+    """Why `exc` happened, on one line and without its class name (which tells a user
+    nothing): a ServiceError's detail, an OSError's strerror, else the message's first line."""
+    if isinstance(exc, ServiceError):
+        return exc.detail
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else "no reason given"
+
+
+def checked(kind: str, field: str):
+    """A click callback that checks a parameter by the rule of `field` of a new key or user
+    (kind "key" or "user"): a bad value is a usage error (exit status 2), found before anything
+    is opened or prompted for."""
+
+    def callback(ctx, param, value):
+        if value is not None:
+            try:
+                credentials.check_field(kind, field, value)
+            except BadRequest as exc:
+                raise click.BadParameter(field_message(exc, field)) from None
+        return value
+
+    return callback
+
+
+def field_message(exc: BadRequest, field: str) -> str:
+    """What `exc` says about `field`, without the field's name (the prompt or option names it)."""
+    return " ".join((exc.errors or {}).get(field, [exc.detail]))
 
 
 def table(columns: tuple, rows: list[tuple]) -> None:
@@ -72,17 +104,32 @@ def table(columns: tuple, rows: list[tuple]) -> None:
         click.echo("  ".join(cells).rstrip())
 
 
-def read_password(password_stdin: bool) -> str:
-    """A password from one line of stdin, or typed twice at a hidden prompt."""
+def stdin_is_a_terminal() -> bool:
+    """Whether a person may be typing (tests stand in for one)."""
+    return sys.stdin.isatty()
+
+
+def read_password(password_stdin: bool, username: str) -> str:
+    """A password from one line of stdin, or typed twice at a hidden prompt. At the prompt,
+    one that breaks a rule is refused before the confirmation and asked for again."""
     if password_stdin:
         line = sys.stdin.readline()
         if not line.strip("\r\n"):
             raise CommandError("no password on stdin (send it as one line)")
         return line.rstrip("\r\n")
-    if not sys.stdin.isatty():
+    if not stdin_is_a_terminal():
         raise CommandError("stdin is not a terminal: pipe the password with --password-stdin")
+
+    def allowed(password: str) -> str:
+        try:
+            return credentials.check_new_password(password, username)
+        except BadRequest as exc:  # click prints "Error: <message>" and prompts again
+            raise click.UsageError(field_message(exc, "password")) from None
+
     try:
-        return click.prompt("Password", hide_input=True, confirmation_prompt=True)
+        return click.prompt(
+            "Password", hide_input=True, confirmation_prompt=True, value_proc=allowed
+        )
     except click.Abort:
         raise CommandError("no password given") from None
 

@@ -9,7 +9,7 @@ import click
 
 from .. import transfer
 from ..store import is_url
-from .base import CommandError, cli, database_option, opened, settings
+from .base import CommandError, cli, database_option, opened, reason, settings
 
 
 @cli.command("init-db")
@@ -38,7 +38,7 @@ def import_file(database, file):
         with open(file, encoding="utf-8") as handle:
             document = json.load(handle)
     except (OSError, ValueError, RecursionError) as exc:
-        raise CommandError(f"cannot read {file}: {exc}") from None
+        raise CommandError(f"cannot read {file}: {reason(exc)}") from None
     people, friendships = transfer.import_people(opened(database), document)
     click.echo(f"imported {people} people, {friendships} friendships", err=True)
 
@@ -51,20 +51,34 @@ def export_file(database, file):
     document, friendships = transfer.export_people(opened(database, create=False))
     text = json.dumps(document, ensure_ascii=False, indent=2) + "\n"
     if file:
-        Path(file).write_text(text, encoding="utf-8")
+        try:
+            Path(file).write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise CommandError(f"cannot write {file}: {reason(exc)}") from None
     else:
         click.echo(text, nl=False)
     count = len(document["people"])
     click.echo(f"exported {count} people, {friendships} friendships", err=True)
 
 
+def postgresql_url(ctx, param, value):
+    """--to names a PostgreSQL database: anything else is a usage error (exit status 2)."""
+    if not is_url(value):
+        raise click.BadParameter("must be a postgresql:// URL")
+    return value
+
+
 @cli.command()
 @database_option
-@click.option("--to", "target", required=True, help="postgresql://user@host:port/database")
+@click.option(
+    "--to",
+    "target",
+    required=True,
+    callback=postgresql_url,
+    help="postgresql://user@host:port/database",
+)
 def migrate(database, target):
     """Copy the whole database into an empty PostgreSQL database, counts checked."""
-    if not is_url(target):
-        raise CommandError("--to must be a postgresql:// URL")
     source = opened(database, create=False)
     destination = opened(target)
     counts = transfer.copy_database(source, destination)

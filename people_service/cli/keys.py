@@ -5,7 +5,16 @@ from __future__ import annotations
 import click
 
 from .. import credentials
-from .base import LIMIT_HELP, SCOPES_HELP, cli, database_option, opened, settings, table
+from .base import (
+    LIMIT_HELP,
+    SCOPES_HELP,
+    checked,
+    cli,
+    database_option,
+    opened,
+    settings,
+    table,
+)
 
 
 @cli.group()
@@ -15,9 +24,20 @@ def keys():
 
 @keys.command("create")
 @database_option
-@click.option("--name", required=True, help="A unique name (letters, digits, . _ @ -).")
-@click.option("--scopes", default="read,write", show_default=True, help=SCOPES_HELP)
-@click.option("--rate-limit", help=LIMIT_HELP)
+@click.option(
+    "--name",
+    required=True,
+    callback=checked("key", "name"),
+    help="A unique name (letters, digits, . _ @ -).",
+)
+@click.option(
+    "--scopes",
+    default="read,write",
+    show_default=True,
+    callback=checked("key", "scopes"),
+    help=SCOPES_HELP,
+)
+@click.option("--rate-limit", callback=checked("key", "rate_limit"), help=LIMIT_HELP)
 def keys_create(database, name, scopes, rate_limit):
     """Create a key; it is printed once, alone on the last line (only its hash is kept)."""
     key = credentials.create_key(opened(database), name, scopes, rate_limit)

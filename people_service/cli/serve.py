@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import errno
+import socket
+
 import click
 
-from .base import cli, database_option
+from .base import CommandError, cli, database_option
 
 
 @cli.command()
@@ -48,6 +51,27 @@ def serve(database, host, port, threads, workers, connection_limit, channel_time
     overrides = {"DATABASE": database} if database else {}
     options = dict(host=host, port=port, threads=threads, connection_limit=connection_limit)
     options["channel_timeout"] = channel_timeout
+    check_address(host, port)
     if workers == 1:
         return server.serve(create_app(overrides), **options)
     return server.serve_workers(overrides, workers=workers, **options)
+
+
+def check_address(host: str, port: int) -> None:
+    """Bind the address and let it go again, as waitress and gunicorn bind it (SO_REUSEADDR),
+    so that a taken port is one line before anything starts, not the end of a traceback
+    (waitress) or five retries and ten log lines (gunicorn). Raises CommandError."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind(address)
+    except OSError as exc:
+        why = exc.strerror or str(exc)
+        why = why[:1].lower() + why[1:]
+        if exc.errno == errno.EADDRINUSE:
+            why += " (another server? choose another with --port)"
+        shown = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        raise CommandError(f"cannot listen on {shown}: {why}") from None

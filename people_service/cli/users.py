@@ -9,6 +9,7 @@ from .base import (
     LIMIT_HELP,
     PASSWORD_STDIN_HELP,
     SCOPES_HELP,
+    checked,
     cli,
     database_option,
     opened,
@@ -25,14 +26,20 @@ def users():
 
 @users.command("create")
 @database_option
-@click.argument("username")
-@click.option("--scopes", default="read,write", show_default=True, help=SCOPES_HELP)
-@click.option("--rate-limit", help=LIMIT_HELP)
+@click.argument("username", callback=checked("user", "username"))
+@click.option(
+    "--scopes",
+    default="read,write",
+    show_default=True,
+    callback=checked("user", "scopes"),
+    help=SCOPES_HELP,
+)
+@click.option("--rate-limit", callback=checked("user", "rate_limit"), help=LIMIT_HELP)
 @click.option("--password-stdin", is_flag=True, help=PASSWORD_STDIN_HELP)
 def users_create(database, username, scopes, rate_limit, password_stdin):
     """Create the user USERNAME (the password: 15 characters or more, not a common one)."""
     store = opened(database)
-    password = read_password(password_stdin)
+    password = read_password(password_stdin, username)
     credentials.create_user(store, username, password, scopes, rate_limit)
     click.echo(f"created user '{username}' with scopes {scopes}")
 
@@ -65,7 +72,7 @@ def users_list(database):
 def users_passwd(database, username, password_stdin):
     """Set a new password for USERNAME; tokens issued before it stop working at once."""
     store = opened(database)
-    credentials.change_password(store, username, read_password(password_stdin))
+    credentials.change_password(store, username, read_password(password_stdin, username))
     click.echo(f"changed the password of '{username}'; its older tokens are refused")
 
 

@@ -297,9 +297,8 @@ class SQLiteStore(FilesBeside, Store):
     # -- schema -----------------------------------------------------------------------------
 
     def upgrade_schema(self) -> int:
-        """Create or upgrade the schema; returns the version. Idempotent."""
-        directory = os.path.dirname(os.path.abspath(self.path))
-        os.makedirs(directory, exist_ok=True)
+        """Create or upgrade the schema; returns the version. Idempotent. The file is created,
+        never its directory: which directories may be made is the application's choice."""
         try:  # a new file is the owner's alone (it holds password and key hashes); SQLite
             # gives its -wal and -shm files the same mode
             os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
