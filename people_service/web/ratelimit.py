@@ -236,7 +236,7 @@ class RateLimits:
         if endpoint is None or endpoint in self.unlimited:
             return  # unrouted requests (404, 405) and /health are not limited
         if endpoint in self.handshake_endpoints:
-            self._check_handshake()
+            return self._check_handshake()
         key, limit = limit_key(), caller_limit()
         if prices_itself(endpoint) and peek_caller() is not None:
             # a caller with nothing left is refused before its request is read or measured
@@ -259,14 +259,17 @@ class RateLimits:
     def _check_handshake(self) -> None:
         """The handshake's limit per address and username, whose key is in the body.
 
-        An address with nothing left is refused before the body is read (a refusal must cost
-        nothing, and must not use up the username's logins); the body, a username and a
-        password, is read to HANDSHAKE_MAX_BODY at most (413 beyond).
+        The address is charged first, atomically, and one with nothing left is refused before
+        the body is read: its refusals must not use up the username's logins, also when they
+        arrive together (a test of the address, then a charge after the login's, let a
+        concurrent flood through to the username). The body, a username and a password, is
+        read to HANDSHAKE_MAX_BODY at most (413 beyond).
         """
         key, limit = limit_key(), caller_limit()
-        short = self._short(parsed(limit), key, 1)
-        if short is not None:
-            raise self._refusal(short, key)
+        item, ok = self._charge(limit, key, 1)
+        g.rate_limit = (item, key)  # the headers describe the address's limit
+        if not ok:
+            raise self._refusal(item, key)
         request.max_content_length = HANDSHAKE_MAX_BODY
         handshake = handshake_key()
         item, ok = self._charge(current_app.config["AUTH_RATE_LIMIT"], handshake, 1)
