@@ -1,6 +1,7 @@
 """Where the time of a request goes: py-spy samples of the server under wrk, summed per layer.
 
 Usage: python bench/profile_layers.py [--seconds 10] [--rate 250] [--scenario person,message,floor]
+                                     [--all-threads]
 
 It builds the benchmark's database (bench/run.py), starts `people-service serve` and the bare
 Flask + sqlite3 reference (bench/flask_floor.py) with 4 waitress threads, and for each
@@ -13,7 +14,10 @@ authentication (caller.py, credentials.py, usage counting, the epoch file); the 
 per-request plumbing (request ids, headers, CORS, query checks). It prints, per layer, the
 share of the samples and the milliseconds of GIL per request (samples / rate / requests in
 the window), and the process's whole CPU time per request (user + system, /proc/PID/stat),
-which also counts what runs without the GIL (SQLite's C code, system calls).
+which also counts what runs without the GIL (SQLite's C code, system calls), and how many
+cores it kept busy. With --all-threads, py-spy samples every thread that is not idle instead
+(a thread waiting for SQLite's write lock or an fsync counts): where the requests' wall time
+goes rather than the GIL's.
 """
 
 from __future__ import annotations
@@ -128,7 +132,8 @@ def profile(server: dict, scenario: run.Scenario, key: str, args, work: Path) ->
     time.sleep(1)  # py-spy samples the middle of the load
     cpu_before = cpu_seconds(pid)
     subprocess.run(
-        ["py-spy", "record", "--gil", "--full-filenames", "--format", "raw"]
+        ["py-spy", "record", "--full-filenames", "--format", "raw"]
+        + ([] if args.all_threads else ["--gil"])
         + ["--rate", str(args.rate), "--duration", str(args.seconds)]
         + ["--pid", str(pid), "--output", str(output)],
         check=True,
@@ -151,6 +156,7 @@ def main() -> int:
     parser.add_argument("--seconds", type=int, default=10)
     parser.add_argument("--rate", type=int, default=250, help="py-spy samples per second")
     parser.add_argument("--scenario", default="person,message,floor")
+    parser.add_argument("--all-threads", action="store_true", help="not only the GIL's holder")
     args = parser.parse_args()
 
     message = json.dumps({"person_id": "42", "content": "Hello from wrk"})
@@ -164,31 +170,33 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="people-profile-"))
     print("building the benchmark's database ...", flush=True)
     key = run.build_database(work / "people.db")
-    servers = run.start_servers({s.server for s in chosen}, work / "people.db", work, 4)
+    servers: dict = {}
     try:
+        run.start_servers(servers, {s.server for s in chosen}, work / "people.db", work, 4)
         results = {s.name: profile(servers[s.server], s, key, args, work) for s in chosen}
     finally:
-        for server in servers.values():
-            server["process"].terminate()
-            server["process"].wait(30)
+        run.stop_servers(servers)
 
     print()
-    print(f"py-spy --gil at {args.rate} Hz for {args.seconds} s under wrk -c16, 4 threads")
+    what = "busy threads" if args.all_threads else "GIL"
+    mode = "" if args.all_threads else " --gil"
+    print(f"py-spy{mode} at {args.rate} Hz for {args.seconds} s under wrk -c16, 4 threads")
     for name, result in results.items():
         total = sum(result["layers"].values())
         requests = result["requests"]
-        gil_ms = total / args.rate / requests * 1000
+        sampled_ms = total / args.rate / requests * 1000
         print()
         print(
-            f"{name}: {result['rps']:,.0f} req/s while sampled; GIL held {gil_ms:.3f} ms and "
-            f"CPU (user+system) {result['cpu'] / requests * 1000:.3f} ms per request"
+            f"{name}: {result['rps']:,.0f} req/s while sampled; {what} {sampled_ms:.3f} ms "
+            f"and CPU (user+system) {result['cpu'] / requests * 1000:.3f} ms per request; "
+            f"{result['cpu'] / args.seconds:.2f} cores busy"
         )
         print()
-        print("| layer | share of GIL samples | GIL ms per request |")
+        print(f"| layer | share of {what} samples | {what} ms per request |")
         print("|---|---:|---:|")
         for layer, count in result["layers"].most_common():
             share = count / total
-            print(f"| {layer} | {share:.0%} | {share * gil_ms:.3f} |")
+            print(f"| {layer} | {share:.0%} | {share * sampled_ms:.3f} |")
     print()
     print(f"(raw py-spy files in {work})")
     return 0

@@ -169,10 +169,11 @@ def scenarios_of(args) -> list[Scenario]:
 # -- servers ----------------------------------------------------------------------------------
 
 
-def start_servers(needed: set[str], db: Path, work: Path, threads: int) -> dict[str, dict]:
-    """Start the servers the scenarios need; returns name -> {process, url, log}."""
+def start_servers(servers: dict, needed: set[str], db: Path, work: Path, threads: int) -> None:
+    """Start the servers the scenarios need into `servers`: name -> {process, url, idle, log}
+    (each one entered as soon as it runs, so that the caller can stop them all whatever
+    happens)."""
     env = {**os.environ, "PEOPLE_SERVICE_SECRET_KEY": SECRET}
-    servers = {}
     for name in sorted(needed):
         port = free_port()
         serve = ["serve", "--db", str(db), "--port", str(port), "--threads", str(threads)]
@@ -202,7 +203,17 @@ def start_servers(needed: set[str], db: Path, work: Path, threads: int) -> dict[
         }
     for server in servers.values():
         wait_ready(server["url"] + server["idle"], server["process"], server["log"])
-    return servers
+
+
+def stop_servers(servers: dict) -> None:
+    for server in servers.values():
+        server["process"].terminate()
+    for server in servers.values():
+        try:
+            server["process"].wait(30)
+        except subprocess.TimeoutExpired:
+            server["process"].kill()
+            server["process"].wait()
 
 
 def wait_ready(url: str, process: subprocess.Popen, log: Path, timeout: float = 60) -> None:
@@ -489,7 +500,7 @@ def main() -> int:
     if aliased_count > nested_count:
         print(f"WARNING: aliases and fragments cost {aliased_count} statements, not {nested_count}")
 
-    servers = start_servers({s.server for s in scenarios}, db, work, args.threads)
+    servers: dict[str, dict] = {}
     scripts = {}
     for number, scenario in enumerate(scenarios):
         if scenario.body is not None:
@@ -498,6 +509,7 @@ def main() -> int:
     rss: dict[str, float] = {}
     single: dict[str, dict] = {}
     try:
+        start_servers(servers, {s.server for s in scenarios}, db, work, args.threads)
         check_answers(scenarios, servers, key)
         print(f"{len(scenarios)} scenarios answer correctly; {len(servers)} servers", flush=True)
         for number in range(1, args.rounds + 1):
@@ -533,13 +545,7 @@ def main() -> int:
             for index, pid in enumerate(worker_pids(arbiter), 1):
                 rss[f"worker {index}"] = peak_rss_mib(pid)
     finally:
-        for server in servers.values():
-            server["process"].terminate()
-        for server in servers.values():
-            try:
-                server["process"].wait(30)
-            except subprocess.TimeoutExpired:
-                server["process"].kill()
+        stop_servers(servers)
 
     print_report(args, scenarios, results, rss, statements, single)
     print()

@@ -169,6 +169,14 @@ def waitress_queue_log() -> None:
     patch(queue_log, "setLevel", lambda level: None)
 
 
+def waitress_channel() -> None:
+    from waitress.channel import HTTPChannel
+
+    from people_service import server
+
+    patch(server, "Channel", HTTPChannel)  # waitress's own channel and tasks
+
+
 def request_ids() -> None:
     from people_service.web import lifecycle
 
@@ -284,6 +292,14 @@ VARIANTS = {
             "Flask's cookie session interface",
             PERSON,
             no_sessions,
+        ),
+        Variant(
+            "waitress-channel",
+            "serve's Channel and AnswerTask (bodiless answers keep the connection; a "
+            "correctness extension, measured for its cost)",
+            "waitress's own HTTPChannel and WSGITask",
+            PERSON,
+            waitress_channel,
         ),
         Variant(
             "message-insert",
