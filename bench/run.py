@@ -2,30 +2,35 @@
 Flask route, all under the same waitress and loaded by wrk in one interleaved run.
 
 Usage: python bench/run.py [--rounds 5] [--duration 3] [--connections 16] [--threads 4]
-                           [--only TEXT[,TEXT...]] [--no-variants]
+                           [--only TEXT[,TEXT...]] [--no-variants] [--others-limit 0.15]
 
-It builds a fresh database (10,000 people, 10 friends each, 20,000 messages) and starts, each
-with `--threads` waitress threads (gunicorn gthreads for the workers):
+It prints the date, nproc and the CPU model, builds a fresh database (10,000 people, 10
+friends each, 20,000 messages) and starts, each with `--threads` threads (waitress's, or
+gunicorn's gthreads for the workers):
 - bench/baseline.py, a WSGI callable with a constant answer, and bench/flask_floor.py, Flask
   with one sqlite3 lookup and nothing else: the references;
 - `people-service serve` (one process) and `people-service serve --workers 2` (gunicorn's
   arbiter and two worker processes), with a real API key: authentication, rate limits, ETags
   and the access log are on;
 - one `people-service serve` per speed-up of the code with that speed-up switched off
-  (bench/variants.py patches it away in that process; the package has no benchmark switch).
+  (bench/variants.py patches it away in that process; the package has no benchmark switch),
+  and one with nothing switched off, whose "gain" is the run's noise.
 
 Every scenario's answer is checked before any load (status, and the body and app headers
-equal to the one-process server's; the nested queries' object counts), and the SQL
+equal to the one-process server's; 4,440 objects in both nested queries), and the SQL
 statements of both nested GraphQL queries are counted in process. Then each round runs wrk
 (1 thread, `--connections`, `--duration` seconds) against every scenario in a shuffled order,
-waiting after each until the server is idle again. It prints per scenario the median req/s,
-p50 and p99 and the ratio to the baseline; the issue's targets as ratios of medians of this
-run, met or not, with every process's peak RSS (VmHWM); each speed-up's gain (on ÷ off − 1,
-and the range of the per-round gains) against the 3 % it must reach; single-client latencies
-of the GraphQL queries. `--only` keeps the scenarios whose name contains one of the texts
-(plus the references, and the "on" scenario of any variant kept); `--no-variants` drops the
-speed-up variants. The defaults take about seven minutes. Needs wrk (apt-get install wrk).
-Everything runs on 127.0.0.1.
+waiting after each until the server is idle again. A measurement during which processes
+outside the benchmark kept more than `--others-limit` cores busy is taken again after the
+machine is quiet (twice at most). It prints per scenario the median req/s, p50 and p99 and
+the ratio to the baseline; the issue's targets as ratios of medians of this run, met or not,
+with every process's peak RSS (VmHWM); each speed-up's gain (on ÷ off − 1 of the medians, and
+the range of the per-round gains) against the 3 % it must reach; single-client latencies of
+the GraphQL queries; how busy other processes kept the machine. `--only` keeps the scenarios
+whose name contains one of the texts (plus the references, and the "on" scenario of any
+variant kept); `--no-variants` drops the speed-up variants. The defaults take about eight
+minutes on a quiet 2-core machine. Needs wrk (apt-get install wrk). Everything runs on
+127.0.0.1.
 """
 
 from __future__ import annotations
