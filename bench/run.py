@@ -434,7 +434,7 @@ def statements_of(db: Path, key: str, queries: list[str]) -> list[int]:
 
 # -- wrk --------------------------------------------------------------------------------------
 
-UNITS = {"us": 0.001, "ms": 1.0, "s": 1000.0}
+UNITS = {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60_000.0}
 
 
 def lua_post(path: Path, body: str) -> Path:
@@ -457,7 +457,11 @@ def wrk(url: str, *, connections: int, duration: int, key: str | None, script: P
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", output).group(1))
     latency = {}
     for percent in ("50", "99"):
-        value, unit = re.search(rf"^\s+{percent}%\s+([\d.]+)(us|ms|s)$", output, re.M).groups()
+        # wrk pads seconds with a space: "   50%    2.01s "
+        found = re.search(rf"^\s+{percent}%\s+([\d.]+)(us|ms|s|m)\s*$", output, re.M)
+        if found is None:
+            raise RuntimeError(f"no {percent}% latency in wrk's output for {url}:\n{output}")
+        value, unit = found.groups()
         latency[percent] = float(value) * UNITS[unit]
     errors = re.search(r"Non-2xx or 3xx responses: (\d+)", output)
     socket_errors = re.search(r"Socket errors: (.*)", output)
