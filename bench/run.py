@@ -290,33 +290,45 @@ def process_ticks(pid: int) -> int:
     return int(fields[11]) + int(fields[12])  # utime, stime
 
 
-def our_ticks(servers: dict) -> int:
-    """Clock ticks of the benchmark: its servers (gunicorn's workers too), this process and
-    the children it has reaped (wrk)."""
-    total = 0
-    for server in servers.values():
-        pid = server["process"].pid
-        total += sum(process_ticks(each) for each in (pid, *worker_pids(pid)))
+def server_ticks(server: dict) -> int:
+    """Clock ticks of a server's process and its children (gunicorn's workers)."""
+    pid = server["process"].pid
+    return sum(process_ticks(each) for each in (pid, *worker_pids(pid)))
+
+
+def harness_ticks() -> int:
+    """Clock ticks of this process and the children it has reaped (wrk)."""
     times = os.times()
-    used = times.user + times.system + times.children_user + times.children_system
-    return total + round(used * HZ)
+    return round((times.user + times.system + times.children_user + times.children_system) * HZ)
 
 
 class Meter:
-    """The cores other processes kept busy while a block ran."""
+    """The cores that other processes (`cores`), and the servers of the benchmark other than
+    `target` (`bystanders`: one still busy with an earlier load), kept busy while a block ran."""
 
-    def __init__(self, servers: dict):
-        self.servers = servers
+    def __init__(self, servers: dict, target: str | None = None):
+        self.servers, self.target = servers, target
+
+    def _ticks(self) -> tuple[int, int, int]:
+        loaded = bystanders = 0
+        for name, server in self.servers.items():
+            ticks = server_ticks(server)
+            if name == self.target:
+                loaded += ticks
+            else:
+                bystanders += ticks
+        return machine_busy(), loaded + bystanders + harness_ticks(), bystanders
 
     def __enter__(self):
-        self.start = (machine_busy(), our_ticks(self.servers), time.monotonic())
+        self.start = (*self._ticks(), time.monotonic())
         return self
 
     def __exit__(self, *exc):
-        busy, ours, started = self.start
+        busy, ours, bystanders, started = self.start
         wall = time.monotonic() - started
-        others = (machine_busy() - busy) - (our_ticks(self.servers) - ours)
-        self.cores = max(0, others) / HZ / wall
+        busy_now, ours_now, bystanders_now = self._ticks()
+        self.cores = max(0, (busy_now - busy) - (ours_now - ours)) / HZ / wall
+        self.bystanders = (bystanders_now - bystanders) / HZ / wall
         return False
 
 
@@ -343,12 +355,13 @@ class Quiet:
         if waited > 3:
             print(f"  waited {waited:.0f} s for other processes to finish", flush=True)
 
-    def measure(self, label: str, take) -> dict:
-        """`take()`'s result, with `others`: the cores other processes used meanwhile."""
+    def measure(self, label: str, target: str, take) -> dict:
+        """`take()`'s result, with `others`: the cores other processes used meanwhile, and
+        `bystanders`: those the benchmark's servers other than `target` used."""
         while True:
-            with Meter(self.servers) as meter:
+            with Meter(self.servers, target) as meter:
                 result = take()
-            result["others"] = meter.cores
+            result["others"], result["bystanders"] = meter.cores, meter.bystanders
             if meter.cores < self.limit:
                 return result
             if self.waited >= self.budget:
@@ -508,6 +521,13 @@ def median(runs: list[dict], field: str) -> float:
     return statistics.median(run[field] for run in runs)
 
 
+def disturbance(run: dict) -> str:
+    others, bystanders = run["others"], run["bystanders"]
+    if others < 0.05 and bystanders < 0.05:
+        return ""
+    return f" ({others:.2f}" + (f" +{bystanders:.2f})" if bystanders >= 0.05 else ")")
+
+
 def print_report(args, scenarios, results, rss, statements, single) -> None:
     rps = {name: median(runs, "rps") for name, runs in results.items()}
     base = rps.get(BASELINE)
@@ -582,14 +602,14 @@ def print_report(args, scenarios, results, rss, statements, single) -> None:
             )
 
     print()
-    print("Per round, req/s (and the cores other processes used, where 0.05 or more):")
+    print(
+        "Per round, req/s; where 0.05 or more, in brackets the cores other processes used, "
+        "and after a + those the benchmark's other servers used:"
+    )
     print()
     for scenario in scenarios:
         runs = results[scenario.name]
-        text = "  ".join(
-            f"{run['rps']:,.0f}" + (f" ({run['others']:.2f})" if run["others"] >= 0.05 else "")
-            for run in runs
-        )
+        text = "  ".join(f"{run['rps']:,.0f}{disturbance(run)}" for run in runs)
         print(f"- {scenario.name}: {text}")
 
     print()
@@ -665,7 +685,7 @@ def main() -> int:
                 settle(server)
                 return result
 
-            return quiet.measure(scenario.name, take)
+            return quiet.measure(scenario.name, scenario.server, take)
 
         for number in range(1, args.rounds + 1):
             print(f"round {number}/{args.rounds}", flush=True)
@@ -688,11 +708,15 @@ def main() -> int:
 
     print_report(args, scenarios, results, rss, statements, single)
     (work / "results.json").write_text(json.dumps(results, indent=1))
-    others = sorted(run["others"] for runs in results.values() for run in runs)
+    kept = [run for runs in results.values() for run in runs]
+    others = sorted(run["others"] for run in kept)
+    bystanders = sorted(run["bystanders"] for run in kept)
     print()
     print(
         f"Other processes kept {statistics.median(others):.2f} cores busy (median; at most "
-        f"{others[-1]:.2f}) during the measurements kept; {quiet.retaken} measurements were "
+        f"{others[-1]:.2f}), the benchmark's servers other than the one loaded "
+        f"{statistics.median(bystanders):.2f} (at most {bystanders[-1]:.2f}), during the "
+        f"measurements kept; {quiet.retaken} measurements were "
         f"taken again because others took {args.others_limit} cores or more, after waiting "
         f"{quiet.waited:.0f} s in all for quiet; {quiet.disturbed} disturbed ones were kept."
     )
