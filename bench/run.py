@@ -1,7 +1,7 @@
 """Benchmark the real server, its speed-ups on and off, against a bare WSGI callable and a bare
 Flask route, all under the same waitress and loaded by wrk in one interleaved run.
 
-Usage: python bench/run.py [--rounds 5] [--duration 3] [--connections 16] [--threads 4]
+Usage: python bench/run.py [--rounds 5] [--duration 2] [--connections 16] [--threads 4]
                            [--only TEXT[,TEXT...]] [--no-variants] [--others-limit 0.1]
 
 It prints the date, nproc and the CPU model, builds a fresh database (10,000 people, 10
@@ -16,18 +16,20 @@ gunicorn's gthreads for the workers):
   (bench/variants.py patches it away in that process; the package has no benchmark switch),
   and one with nothing switched off, whose "gain" is the run's noise.
 
-Every scenario's answer is checked before any load (status, and the body and app headers
-equal to the one-process server's; 4,440 objects in both nested queries), and the SQL
-statements of both nested GraphQL queries are counted in process. Then each round runs wrk
-(1 thread, `--connections`, `--duration` seconds) against every scenario in a shuffled order,
-waiting after each until the server is idle again. The machine may be shared: a measurement
-during which processes outside the benchmark kept `--others-limit` cores busy or more is taken
-again once they are quiet (the run waits 20 minutes at most in all; after that a disturbed
-measurement is kept, and counted). It prints per scenario the median req/s, p50 and p99 and
-the ratio to the baseline; the issue's targets as ratios of medians of this run, met or not,
-with every process's peak RSS (VmHWM); each speed-up's gain (on ÷ off − 1 of the medians, and
-the range of the per-round gains) against the 3 % it must reach; every round's req/s;
-single-client latencies of the GraphQL queries; how busy other processes kept the machine.
+Every scenario's answer is checked before any load (status, and the body and app headers equal
+to the one-process server's; 4,440 objects in both nested queries), and the SQL statements of
+both nested GraphQL queries are counted in process. Then each round runs wrk (1 thread,
+`--connections`, `--duration` seconds) against every scenario in a shuffled order, waiting
+after each until the server is idle again. The machine may be shared, and on a virtual machine
+the host may slow everything down unseen: a measurement is taken again once all is quiet when
+processes outside the benchmark kept `--others-limit` cores busy or more meanwhile (from
+/proc/stat), or when the canary, one second of wrk on the bare baseline, answered just after it
+at less than 75 % of its best (the run waits 20 minutes at most in all; after that a disturbed
+measurement is kept, and counted). It prints per scenario the median req/s, p50 and p99 and the
+ratio to the baseline; the issue's targets as ratios of medians of this run, met or not, with
+every process's peak RSS (VmHWM); each speed-up's gain (on ÷ off − 1 of the medians, and the
+range of the per-round gains) against the 3 % it must reach; every round's req/s; single-client
+latencies of the GraphQL queries; how busy other processes kept the machine.
 `--only` keeps the scenarios whose name contains one of the texts (plus the references, and
 the "on" scenario of any variant kept); `--no-variants` drops the speed-up variants. The
 defaults take about eight minutes on a quiet 2-core machine. Needs wrk (apt-get install
@@ -80,8 +82,11 @@ WORKERS = "GET /person/{id}, serve --workers 2"
 BASELINE = "bare WSGI baseline"
 FLOOR = "reference: Flask + one sqlite3 lookup, nothing else"
 GAIN_NEEDED = 0.03  # the issue keeps a speed-up only if it gains at least 3 %
-# A measurement during which other processes kept more than --others-limit cores busy is
-# taken again once they are quiet, for as long as the run has waited less than this in all.
+# A measurement during which other processes kept more than --others-limit cores busy, or
+# after which the canary (the bare baseline, one second) answered at less than CALM of its
+# best, is taken again once all is quiet, for as long as the run has waited less than
+# QUIET_WAIT_SECONDS in all.
+CALM = 0.75
 QUIET_WAIT_SECONDS = 1200
 SECRET = "bench-secret-0123456789-0123456789-012"
 
@@ -333,41 +338,69 @@ class Meter:
 
 
 class Quiet:
-    """Measurements taken while processes outside the benchmark keep less than `limit` cores
-    busy: a disturbed one is taken again once they are quiet, as long as the run has waited
-    less than `budget` seconds in all (then it is kept, and counted as disturbed)."""
+    """Measurements taken on a quiet machine: processes outside the benchmark keep less than
+    `limit` cores busy, and the canary (`canary()`: the bare baseline's req/s in one second)
+    answers at CALM of the best it has done or more, before and after. The canary catches
+    what /proc/stat cannot show: on a shared virtual machine, the host can slow every
+    server down for minutes while nothing else runs here. A disturbed measurement is taken
+    again once both are quiet, as long as the run has waited less than `budget` seconds in
+    all (then it is kept, and counted as disturbed)."""
 
-    def __init__(self, servers: dict, limit: float, budget: float = QUIET_WAIT_SECONDS):
-        self.servers, self.limit, self.budget = servers, limit, budget
+    def __init__(self, servers: dict, limit: float, canary, budget: float = QUIET_WAIT_SECONDS):
+        self.servers, self.limit, self.canary, self.budget = servers, limit, canary, budget
         self.waited = 0.0
         self.retaken = self.disturbed = 0
+        self.best = self.last = 0.0
+
+    def probe(self) -> tuple[float, float]:
+        """(the canary's req/s as a share of its best, the cores other processes used)."""
+        with Meter(self.servers, "baseline") as meter:
+            rps = self.canary()
+        self.best = max(self.best, rps)
+        self.last = rps / self.best
+        return self.last, meter.cores
+
+    def calm(self, share: float, others: float) -> bool:
+        return share >= CALM and others < self.limit
 
     def wait(self) -> None:
-        """Until other processes kept less than `limit` cores busy for two seconds."""
+        """Until a probe finds the machine quiet (or the budget is spent)."""
         started = time.monotonic()
-        while self.waited + (time.monotonic() - started) < self.budget:
-            with Meter(self.servers) as meter:
-                time.sleep(2)
-            if meter.cores < self.limit:
+        while True:
+            share, others = self.probe()
+            spent = time.monotonic() - started
+            if self.calm(share, others) or self.waited + spent >= self.budget:
                 break
-        waited = time.monotonic() - started
-        self.waited += waited
-        if waited > 3:
-            print(f"  waited {waited:.0f} s for other processes to finish", flush=True)
+            time.sleep(2)
+        self.waited += time.monotonic() - started
+        if not self.calm(share, others) or spent > 3:
+            print(
+                f"  waited {spent:.0f} s for quiet: canary at {share:.0%} of its best, "
+                f"others {others:.2f} cores",
+                flush=True,
+            )
 
     def measure(self, label: str, target: str, take) -> dict:
-        """`take()`'s result, with `others`: the cores other processes used meanwhile, and
-        `bystanders`: those the benchmark's servers other than `target` used."""
+        """`take()`'s result, with `others`: the cores other processes used meanwhile,
+        `bystanders`: those the benchmark's servers other than `target` used, and `canary`:
+        the canary's share of its best just after."""
         while True:
+            if self.last < CALM:
+                self.wait()
             with Meter(self.servers, target) as meter:
                 result = take()
-            result["others"], result["bystanders"] = meter.cores, meter.bystanders
-            if meter.cores < self.limit:
+            share, others = self.probe()
+            result.update(others=meter.cores, bystanders=meter.bystanders, canary=share)
+            if self.calm(share, max(others, meter.cores)):
                 return result
             if self.waited >= self.budget:
                 self.disturbed += 1
                 return result
-            print(f"  {label}: other processes took {meter.cores:.2f} cores; again", flush=True)
+            print(
+                f"  {label}: others took {meter.cores:.2f} cores, canary after at {share:.0%} "
+                "of its best; again",
+                flush=True,
+            )
             self.retaken += 1
             self.wait()
 
@@ -522,10 +555,17 @@ def median(runs: list[dict], field: str) -> float:
 
 
 def disturbance(run: dict) -> str:
-    others, bystanders = run["others"], run["bystanders"]
-    if others < 0.05 and bystanders < 0.05:
-        return ""
-    return f" ({others:.2f}" + (f" +{bystanders:.2f})" if bystanders >= 0.05 else ")")
+    """What disturbed a measurement, if anything did: the cores other processes used, those
+    the benchmark's other servers used (+), the canary after it below 90 % of its best (c)."""
+    others, bystanders, canary = run["others"], run["bystanders"], run["canary"]
+    marks = []
+    if others >= 0.05:
+        marks.append(f"{others:.2f}")
+    if bystanders >= 0.05:
+        marks.append(f"+{bystanders:.2f}")
+    if canary < 0.9:
+        marks.append(f"c {canary:.0%}")
+    return f" ({' '.join(marks)})" if marks else ""
 
 
 def print_report(args, scenarios, results, rss, statements, single) -> None:
@@ -603,8 +643,9 @@ def print_report(args, scenarios, results, rss, statements, single) -> None:
 
     print()
     print(
-        "Per round, req/s; where 0.05 or more, in brackets the cores other processes used, "
-        "and after a + those the benchmark's other servers used:"
+        "Per round, req/s; in brackets what disturbed it: the cores other processes used, "
+        "and after a + those the benchmark's other servers used (0.05 or more), and the "
+        "canary just after (c: below 90 % of its best):"
     )
     print()
     for scenario in scenarios:
@@ -628,7 +669,7 @@ def print_report(args, scenarios, results, rss, statements, single) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--duration", type=int, default=3, help="seconds per wrk run")
+    parser.add_argument("--duration", type=int, default=2, help="seconds per wrk run")
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--only", help="comma-separated texts: the scenarios whose name has one")
@@ -668,7 +709,15 @@ def main() -> int:
         start_servers(servers, {s.server for s in scenarios}, db, work, args.threads)
         check_answers(scenarios, servers, key)
         print(f"{len(scenarios)} scenarios answer correctly; {len(servers)} servers", flush=True)
-        quiet = Quiet(servers, args.others_limit)
+
+        def canary() -> float:
+            url = servers["baseline"]["url"] + "/"
+            rps = wrk(url, connections=args.connections, duration=1, key=None, script=None)
+            return rps["rps"]
+
+        quiet = Quiet(servers, args.others_limit, canary)
+        for _ in range(3):
+            quiet.probe()  # its best, to begin with
         quiet.wait()
 
         def load(scenario: Scenario, connections: int):
@@ -711,14 +760,16 @@ def main() -> int:
     kept = [run for runs in results.values() for run in runs]
     others = sorted(run["others"] for run in kept)
     bystanders = sorted(run["bystanders"] for run in kept)
+    canaries = sorted(run["canary"] for run in kept)
     print()
     print(
-        f"Other processes kept {statistics.median(others):.2f} cores busy (median; at most "
-        f"{others[-1]:.2f}), the benchmark's servers other than the one loaded "
-        f"{statistics.median(bystanders):.2f} (at most {bystanders[-1]:.2f}), during the "
-        f"measurements kept; {quiet.retaken} measurements were "
-        f"taken again because others took {args.others_limit} cores or more, after waiting "
-        f"{quiet.waited:.0f} s in all for quiet; {quiet.disturbed} disturbed ones were kept."
+        f"During the measurements kept, other processes kept {statistics.median(others):.2f} "
+        f"cores busy (median; at most {others[-1]:.2f}), the benchmark's servers other than "
+        f"the one loaded {statistics.median(bystanders):.2f} (at most {bystanders[-1]:.2f}); "
+        f"the canary answered at {canaries[0]:.0%} of its best ({quiet.best:,.0f} req/s) or "
+        f"more. {quiet.retaken} measurements were taken again (others at {args.others_limit} "
+        f"cores or more, or the canary under {CALM:.0%}), after waiting {quiet.waited:.0f} s "
+        f"in all; {quiet.disturbed} disturbed ones were kept."
     )
     print()
     print(f"(took {time.monotonic() - started:.0f} s; work files in {work})")
