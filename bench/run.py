@@ -6,7 +6,8 @@ Usage: python bench/run.py [--rounds 5] [--duration 2] [--connections 16] [--thr
 
 It prints the date, nproc and the CPU model, builds a fresh database (10,000 people, 10
 friends each, 20,000 messages) and starts, each with `--threads` threads (waitress's, or
-gunicorn's gthreads for the workers):
+gunicorn's gthreads for the workers) and each process pinned to one CPU (the single-process
+servers to the first, the two gunicorn workers one to each; `--no-pin` leaves them free):
 - bench/baseline.py, a WSGI callable with a constant answer, and bench/flask_floor.py, Flask
   with one sqlite3 lookup and nothing else: the references;
 - `people-service serve` (one process) and `people-service serve --workers 2` (gunicorn's
@@ -43,6 +44,7 @@ import json
 import os
 import random
 import re
+import signal
 import socket
 import statistics
 import subprocess
@@ -196,10 +198,13 @@ def scenarios_of(args) -> list[Scenario]:
 # -- servers ----------------------------------------------------------------------------------
 
 
-def start_servers(servers: dict, needed: set[str], db: Path, work: Path, threads: int) -> None:
+def start_servers(
+    servers: dict, needed: set[str], db: Path, work: Path, threads: int, pin: bool = True
+) -> None:
     """Start the servers the scenarios need into `servers`: name -> {process, url, idle, log}
     (each one entered as soon as it runs, so that the caller can stop them all whatever
-    happens)."""
+    happens). With `pin`, every process keeps all its threads on one CPU: the single-process
+    servers on the first, gunicorn's workers one on each (see pin_process)."""
     env = {**os.environ, "PEOPLE_SERVICE_SECRET_KEY": SECRET}
     for name in sorted(needed):
         port = free_port()
@@ -217,6 +222,8 @@ def start_servers(servers: dict, needed: set[str], db: Path, work: Path, threads
             variant = name.removeprefix("off:")
             command = [sys.executable, str(ROOT / "bench" / "variants.py"), "--off", variant]
             command += ["--", *serve]
+        if pin and name != "workers":
+            command = ["taskset", "--cpu-list", str(CPUS[0]), *command]
         log = work / f"{name.replace(':', '-')}.log"
         process = subprocess.Popen(
             command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=open(log, "w")
@@ -230,6 +237,27 @@ def start_servers(servers: dict, needed: set[str], db: Path, work: Path, threads
         }
     for server in servers.values():
         wait_ready(server["url"] + server["idle"], server["process"], server["log"])
+    if pin and "workers" in servers:
+        workers = worker_pids(servers["workers"]["process"].pid)
+        for index, pid in enumerate(workers):
+            pin_process(pid, CPUS[index % len(CPUS)])
+
+
+# On this virtual machine, threads of one process that run on both CPUs hand the GIL across
+# them, and the host makes those hand-overs slow at times: unpinned, the bare baseline swung
+# between 821 and 2,871 req/s from one 2-second run to the next, and back to 5,000 pinned.
+# A process runs Python on one core at a time anyway, so the benchmark keeps each process on
+# one CPU (wrk runs where the scheduler puts it); --no-pin shows the other way.
+CPUS = sorted(os.sched_getaffinity(0))
+
+
+def pin_process(pid: int, cpu: int) -> None:
+    """Keep every thread of a running process on `cpu`."""
+    subprocess.run(
+        ["taskset", "--all-tasks", "--cpu-list", "--pid", str(cpu), str(pid)],
+        check=True,
+        capture_output=True,
+    )
 
 
 def stop_servers(servers: dict) -> None:
@@ -389,16 +417,16 @@ class Quiet:
                 self.wait()
             with Meter(self.servers, target) as meter:
                 result = take()
-            share, others = self.probe()
+            share, after = self.probe()
             result.update(others=meter.cores, bystanders=meter.bystanders, canary=share)
-            if self.calm(share, max(others, meter.cores)):
+            if self.calm(share, max(after, meter.cores)):
                 return result
             if self.waited >= self.budget:
                 self.disturbed += 1
                 return result
             print(
-                f"  {label}: others took {meter.cores:.2f} cores, canary after at {share:.0%} "
-                "of its best; again",
+                f"  {label}: others took {meter.cores:.2f} cores ({after:.2f} just after), "
+                f"the canary after at {share:.0%} of its best; again",
                 flush=True,
             )
             self.retaken += 1
@@ -572,9 +600,10 @@ def print_report(args, scenarios, results, rss, statements, single) -> None:
     rps = {name: median(runs, "rps") for name, runs in results.items()}
     base = rps.get(BASELINE)
     print()
+    pinned = "unpinned" if args.no_pin else "each process pinned to one CPU"
     print(
         f"{args.rounds} rounds x {args.duration} s, wrk -t1 -c{args.connections}, "
-        f"{args.threads} threads per process; medians"
+        f"{args.threads} threads per process, {pinned}; medians"
     )
     print()
     print("| scenario | req/s | ratio to baseline | p50 ms | p99 ms | errors |")
@@ -667,6 +696,8 @@ def print_report(args, scenarios, results, rss, statements, single) -> None:
 
 
 def main() -> int:
+    # a SIGTERM (timeout, kill) still stops the servers, in the finally below
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(143))
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--duration", type=int, default=2, help="seconds per wrk run")
@@ -674,6 +705,9 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--only", help="comma-separated texts: the scenarios whose name has one")
     parser.add_argument("--no-variants", action="store_true", help="no speed-up on/off pairs")
+    parser.add_argument(
+        "--no-pin", action="store_true", help="let every server's threads run on any CPU"
+    )
     parser.add_argument(
         "--others-limit",
         type=float,
@@ -706,7 +740,8 @@ def main() -> int:
     rss: dict[str, float] = {}
     single: dict[str, dict] = {}
     try:
-        start_servers(servers, {s.server for s in scenarios}, db, work, args.threads)
+        needed = {s.server for s in scenarios}
+        start_servers(servers, needed, db, work, args.threads, pin=not args.no_pin)
         check_answers(scenarios, servers, key)
         print(f"{len(scenarios)} scenarios answer correctly; {len(servers)} servers", flush=True)
 
