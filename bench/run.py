@@ -24,8 +24,8 @@ both nested GraphQL queries are counted in process. Then each round runs wrk (1 
 after each until the server is idle again. The machine may be shared, and on a virtual machine
 the host may slow everything down unseen: a measurement is taken again once all is quiet when
 processes outside the benchmark kept `--others-limit` cores busy or more meanwhile (from
-/proc/stat), or when the canary, one second of wrk on the bare baseline, answered just after it
-at less than 75 % of its best (the run waits 20 minutes at most in all; after that a disturbed
+/proc/stat), and none starts before the canary, one second of wrk on the bare baseline, answers
+at 75 % of its best or more (the run waits 20 minutes at most in all; after that a disturbed
 measurement is kept, and counted). It prints per scenario the median req/s, p50 and p99 and the
 ratio to the baseline; the issue's targets as ratios of medians of this run, met or not, with
 every process's peak RSS (VmHWM); each speed-up's gain (on ÷ off − 1 of the medians, and the
@@ -84,10 +84,9 @@ WORKERS = "GET /person/{id}, serve --workers 2"
 BASELINE = "bare WSGI baseline"
 FLOOR = "reference: Flask + one sqlite3 lookup, nothing else"
 GAIN_NEEDED = 0.03  # the issue keeps a speed-up only if it gains at least 3 %
-# A measurement during which other processes kept more than --others-limit cores busy, or
-# after which the canary (the bare baseline, one second) answered at less than CALM of its
-# best, is taken again once all is quiet, for as long as the run has waited less than
-# QUIET_WAIT_SECONDS in all.
+# A measurement waits until the canary (the bare baseline, one second) answers at CALM of its
+# best or more; one during which other processes kept --others-limit cores busy or more is
+# taken again once all is quiet; for as long as the run has waited QUIET_WAIT_SECONDS in all.
 CALM = 0.75
 QUIET_WAIT_SECONDS = 1200
 SECRET = "bench-secret-0123456789-0123456789-012"
@@ -367,12 +366,12 @@ class Meter:
 
 class Quiet:
     """Measurements taken on a quiet machine: processes outside the benchmark keep less than
-    `limit` cores busy, and the canary (`canary()`: the bare baseline's req/s in one second)
-    answers at CALM of the best it has done or more, before and after. The canary catches
-    what /proc/stat cannot show: on a shared virtual machine, the host can slow every
-    server down for minutes while nothing else runs here. A disturbed measurement is taken
-    again once both are quiet, as long as the run has waited less than `budget` seconds in
-    all (then it is kept, and counted as disturbed)."""
+    `limit` cores busy meanwhile, and the canary (`canary()`: the bare baseline's req/s in
+    one second) answers at CALM of the best it has done or more just before. The canary
+    catches what /proc/stat cannot show: on a shared virtual machine the host can slow every
+    server down while nothing else runs here, and writes of an earlier load can still be
+    going out. A disturbed measurement is taken again once both are quiet, as long as the
+    run has waited less than `budget` seconds in all (then it is kept, and counted)."""
 
     def __init__(self, servers: dict, limit: float, canary, budget: float = QUIET_WAIT_SECONDS):
         self.servers, self.limit, self.canary, self.budget = servers, limit, canary, budget
@@ -411,24 +410,23 @@ class Quiet:
     def measure(self, label: str, target: str, take) -> dict:
         """`take()`'s result, with `others`: the cores other processes used meanwhile,
         `bystanders`: those the benchmark's servers other than `target` used, and `canary`:
-        the canary's share of its best just after."""
+        the canary's share of its best just before. A measurement waits for a calm canary
+        first (the one after the last measurement: a load that writes much can slow the
+        next one down), and is taken again when other processes ran meanwhile."""
         while True:
             if self.last < CALM:
                 self.wait()
+            before = self.last
             with Meter(self.servers, target) as meter:
                 result = take()
-            share, after = self.probe()
-            result.update(others=meter.cores, bystanders=meter.bystanders, canary=share)
-            if self.calm(share, max(after, meter.cores)):
+            result.update(others=meter.cores, bystanders=meter.bystanders, canary=before)
+            self.probe()
+            if meter.cores < self.limit:
                 return result
             if self.waited >= self.budget:
                 self.disturbed += 1
                 return result
-            print(
-                f"  {label}: others took {meter.cores:.2f} cores ({after:.2f} just after), "
-                f"the canary after at {share:.0%} of its best; again",
-                flush=True,
-            )
+            print(f"  {label}: others took {meter.cores:.2f} cores; again", flush=True)
             self.retaken += 1
             self.wait()
 
@@ -584,7 +582,7 @@ def median(runs: list[dict], field: str) -> float:
 
 def disturbance(run: dict) -> str:
     """What disturbed a measurement, if anything did: the cores other processes used, those
-    the benchmark's other servers used (+), the canary after it below 90 % of its best (c)."""
+    the benchmark's other servers used (+), the canary before it below 90 % of its best (c)."""
     others, bystanders, canary = run["others"], run["bystanders"], run["canary"]
     marks = []
     if others >= 0.05:
@@ -674,7 +672,7 @@ def print_report(args, scenarios, results, rss, statements, single) -> None:
     print(
         "Per round, req/s; in brackets what disturbed it: the cores other processes used, "
         "and after a + those the benchmark's other servers used (0.05 or more), and the "
-        "canary just after (c: below 90 % of its best):"
+        "canary just before (c: below 90 % of its best):"
     )
     print()
     for scenario in scenarios:
