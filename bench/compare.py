@@ -23,8 +23,10 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
+# the same people as bench/run.py (this script runs from bench/, beside it)
+from run import PEOPLE, people_document
+
 ROOT = Path(__file__).resolve().parent.parent
-PEOPLE, FRIENDS = 10_000, 10
 ONE_PERSON = '{ person(id: "42") { name address { city } } }'
 MESSAGE = {"person_id": "42", "content": "Hello from wrk"}
 SECRET = "compare-secret-0123456789-0123456789-0123"
@@ -52,27 +54,6 @@ def export(rev: str, commit: str, into: Path) -> None:
     with tarfile.open(archive) as tar:
         tar.extractall(into, filter="data")
     archive.unlink()
-
-
-def people_document() -> dict:
-    """10,000 people; person i names i+1..i+5 (wrapping), so with the reverse links 10 each."""
-    people = []
-    for i in range(1, PEOPLE + 1):
-        people.append(
-            {
-                "id": str(i),
-                "name": f"Person {i}",
-                "age": i % 100,
-                "email": f"person{i}@example.org",
-                "address": {
-                    "street": f"{i} Main Street",
-                    "city": f"City {i % 97}",
-                    "country": "Norway",
-                },
-                "friends": [str((i + k - 1) % PEOPLE + 1) for k in range(1, FRIENDS // 2 + 1)],
-            }
-        )
-    return {"people": people}
 
 
 def environment(tree: Path) -> dict:

@@ -122,10 +122,8 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def build_database(path: Path) -> str:
-    """A fresh database with the benchmark's data; returns an API key with room for the load."""
-    app = create_app({"DATABASE": str(path), "LOG_LEVEL": "WARNING"})
-    store = services(app).store
+def people_document() -> dict:
+    """10,000 people; person i names i+1..i+5 (wrapping), so with the reverse links 10 each."""
     people = []
     for i in range(1, PEOPLE + 1):
         people.append(
@@ -139,11 +137,17 @@ def build_database(path: Path) -> str:
                     "city": f"City {i % 97}",
                     "country": "Norway",
                 },
-                # i and i+1..i+5 (wrapping): with the reverse links, 10 friends each
                 "friends": [str((i + k - 1) % PEOPLE + 1) for k in range(1, FRIENDS // 2 + 1)],
             }
         )
-    transfer.import_people(store, {"people": people})
+    return {"people": people}
+
+
+def build_database(path: Path) -> str:
+    """A fresh database with the benchmark's data; returns an API key with room for the load."""
+    app = create_app({"DATABASE": str(path), "LOG_LEVEL": "WARNING"})
+    store = services(app).store
+    transfer.import_people(store, people_document())
     key = credentials.create_key(store, "bench", "read,write", "1000000000/minute")
     viewer = credentials.caller_from_key(store, key).viewer
     with store.transaction():
