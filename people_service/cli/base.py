@@ -142,4 +142,20 @@ def cli():
 
 SCOPES_HELP = "Comma list of read, write, admin."
 LIMIT_HELP = 'Its own rate limit, e.g. "100/minute" (default: PEOPLE_SERVICE_RATE_LIMIT).'
+
+
+def grant_options(kind: str):
+    """--scopes and --rate-limit of a new key or user (kind "key" or "user"), each checked by
+    the rule create_key or create_user applies."""
+    scopes = click.option(
+        "--scopes",
+        default="read,write",
+        show_default=True,
+        callback=checked(kind, "scopes"),
+        help=SCOPES_HELP,
+    )
+    rate_limit = click.option("--rate-limit", callback=checked(kind, "rate_limit"), help=LIMIT_HELP)
+    return lambda command: scopes(rate_limit(command))
+
+
 PASSWORD_STDIN_HELP = "Read the password from one line of stdin instead of a prompt."

@@ -6,11 +6,10 @@ import click
 
 from .. import credentials
 from .base import (
-    LIMIT_HELP,
-    SCOPES_HELP,
     checked,
     cli,
     database_option,
+    grant_options,
     opened,
     settings,
     table,
@@ -30,14 +29,7 @@ def keys():
     callback=checked("key", "name"),
     help="A unique name (letters, digits, . _ @ -).",
 )
-@click.option(
-    "--scopes",
-    default="read,write",
-    show_default=True,
-    callback=checked("key", "scopes"),
-    help=SCOPES_HELP,
-)
-@click.option("--rate-limit", callback=checked("key", "rate_limit"), help=LIMIT_HELP)
+@grant_options("key")
 def keys_create(database, name, scopes, rate_limit):
     """Create a key; it is printed once, alone on the last line (only its hash is kept)."""
     key = credentials.create_key(opened(database), name, scopes, rate_limit)

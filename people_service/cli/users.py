@@ -6,12 +6,11 @@ import click
 
 from .. import credentials
 from .base import (
-    LIMIT_HELP,
     PASSWORD_STDIN_HELP,
-    SCOPES_HELP,
     checked,
     cli,
     database_option,
+    grant_options,
     opened,
     read_password,
     settings,
@@ -27,14 +26,7 @@ def users():
 @users.command("create")
 @database_option
 @click.argument("username", callback=checked("user", "username"))
-@click.option(
-    "--scopes",
-    default="read,write",
-    show_default=True,
-    callback=checked("user", "scopes"),
-    help=SCOPES_HELP,
-)
-@click.option("--rate-limit", callback=checked("user", "rate_limit"), help=LIMIT_HELP)
+@grant_options("user")
 @click.option("--password-stdin", is_flag=True, help=PASSWORD_STDIN_HELP)
 def users_create(database, username, scopes, rate_limit, password_stdin):
     """Create the user USERNAME (the password: 15 characters or more, not a common one)."""
