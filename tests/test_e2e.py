@@ -43,14 +43,36 @@ def test_a_second_start_keeps_the_data_and_prints_no_new_key(tmp_path):
         assert again.stop() == 0
 
 
-def readme_shell_examples() -> list[str]:
-    """The README's ```sh blocks: the curl examples a reader copies."""
-    return re.findall(r"```sh\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.S)
+DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
-def test_readme_curl_examples_work_as_written(live, tmp_path):
-    blocks = readme_shell_examples()
-    assert sum(block.count("curl ") for block in blocks) >= 25
+def documented_examples() -> list[tuple[str, ...]]:
+    """The examples a reader copies, in reading order (README.md, then docs/*.md).
+
+    ```sh blocks are ("sh", script); each `$ curl ...` of a ```console block, with the lines
+    shown below it, is ("curl", command, output). Other console commands are not run here.
+    """
+    examples = []
+    for path in DOCUMENTS:
+        for kind, body in re.findall(r"```(sh|console)\n(.*?)```", path.read_text(), flags=re.S):
+            if kind == "sh":
+                examples.append(("sh", body))
+                continue
+            for command in re.split(r"^(?=\$ )", body, flags=re.M):
+                if not command.startswith("$ curl "):
+                    continue
+                lines = command[2:].splitlines()
+                end = next(i for i, line in enumerate(lines) if not line.endswith("\\"))
+                examples.append(("curl", "\n".join(lines[: end + 1]), "\n".join(lines[end + 1 :])))
+    return examples
+
+
+def test_documented_curl_examples_work_as_written(live, tmp_path):
+    """Every curl example of the README and docs/ runs, in reading order, and prints what the
+    text shows where it shows an answer."""
+    examples = documented_examples()
+    assert sum(example[1].count("curl ") for example in examples) >= 25
+    assert sum(kind == "curl" for kind, *_ in examples) >= 3
     created = cli(
         "users",
         "create",
@@ -61,13 +83,17 @@ def test_readme_curl_examples_work_as_written(live, tmp_path):
     )
     assert created.returncode == 0, created.stderr
     port = live.url.rsplit(":", 1)[1]
-    # each block runs as one script; curl fails on any HTTP error status
-    prelude = 'set -euo pipefail\ncurl() { command curl -fsS "$@"; }\n'
+    # a script fails at its first error; sh blocks' curl also fails on any HTTP error status,
+    # while a shown answer may be an error document
+    prelude = {
+        "sh": 'set -euo pipefail\ncurl() { command curl -fsS "$@"; }\n',
+        "curl": 'set -euo pipefail\ncurl() { command curl -sS "$@"; }\n',
+    }
     clone, scratch = tmp_path / "clone", tmp_path / "tmp"
     clone.mkdir()
     scratch.mkdir()
-    for block in blocks:
-        script = prelude + block.replace("http://127.0.0.1:8080", f"http://127.0.0.1:{port}")
+    for kind, script, *shown in examples:
+        script = prelude[kind] + script.replace("http://127.0.0.1:8080", f"http://127.0.0.1:{port}")
         script = script.replace(" /tmp/", f" {scratch}/")  # the test's own /tmp
         result = subprocess.run(
             ["bash", "-c", script],
@@ -77,8 +103,11 @@ def test_readme_curl_examples_work_as_written(live, tmp_path):
             text=True,
             timeout=120,
         )
-        assert result.returncode == 0, (block, result.stdout[-2000:], result.stderr[-2000:])
-        assert "errors" not in result.stdout, (block, result.stdout[-2000:])
+        assert result.returncode == 0, (script, result.stdout[-2000:], result.stderr[-2000:])
+        if kind == "sh":
+            assert "errors" not in result.stdout, (script, result.stdout[-2000:])
+        else:
+            assert result.stdout.rstrip("\n") == shown[0], script
     # a reader runs them in the clone: they used to leave an untracked openapi.json there
     assert list(clone.iterdir()) == []
     assert (scratch / "openapi.json").exists()
