@@ -103,7 +103,8 @@ def create_app(config: dict | None = None) -> lifecycle.App:
     # from the Host header; here they are unknown paths (404), and no redirect is ever built
     app.url_map.merge_slashes = False
     app.url_map.redirect_defaults = False
-    metrics.init_app(app)  # first: it times every other hook
+    if options["METRICS"]:
+        metrics.init_app(app)  # first: it times every other hook
     problems.init_app(app)
     lifecycle.init_app(app)  # before the limiter: its after_request must run after the limiter's
     for blueprint in (people_bp, messages_bp, ops_bp, tokens_bp, graphql_bp, front_bp, pages.bp):

@@ -6,7 +6,7 @@ import re
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from .conftest import new_key
+from .conftest import close_app, make_app, new_key
 
 
 def samples(text: str) -> dict[tuple, float]:
@@ -97,3 +97,15 @@ def test_client_operation_names_cannot_grow_the_scrape_without_bound(gql, client
     assert len(names) <= 102  # at most 100 names, "other" and "anonymous"
     assert "other" in names
     assert all(re.fullmatch(r"[_A-Za-z][_0-9A-Za-z]*", name) for name in names)
+
+
+def test_metrics_can_be_switched_off(tmp_path):
+    app = make_app(tmp_path, METRICS=False)
+    try:
+        client = app.test_client()
+        key = {"X-API-Key": new_key(app, "admin", "read,write,admin")}
+        answer = client.get("/metrics", headers=key)
+        assert answer.status_code == 404
+        assert answer.content_type == "application/problem+json"
+    finally:
+        close_app(app)
