@@ -23,7 +23,7 @@ from .rest.tokens import bp as tokens_bp
 from .schemas import ID_PATTERN
 from .store import Store, is_url, open_store
 from .usage import UsageTracker
-from .web import Services, cors, lifecycle, pages, problems
+from .web import Services, cors, lifecycle, metrics, pages, problems
 from .web.ratelimit import RateLimits
 
 __all__ = ["create_app", "ConfigError", "prepare_directory"]
@@ -103,6 +103,8 @@ def create_app(config: dict | None = None) -> lifecycle.App:
     # from the Host header; here they are unknown paths (404), and no redirect is ever built
     app.url_map.merge_slashes = False
     app.url_map.redirect_defaults = False
+    if options["METRICS"]:
+        metrics.init_app(app)  # first: it times every other hook
     problems.init_app(app)
     lifecycle.init_app(app)  # before the limiter: its after_request must run after the limiter's
     for blueprint in (people_bp, messages_bp, ops_bp, tokens_bp, graphql_bp, front_bp, pages.bp):

@@ -50,6 +50,8 @@ DEFAULTS: dict[str, object] = {
     "TRUSTED_PROXY": "",
     # seconds between flushes of the per-key usage counters to the database
     "USAGE_FLUSH_SECONDS": 5,
+    # whether GET /metrics answers and requests are counted for it (prometheus-client)
+    "METRICS": True,
     # sites whose pages may call the API (comma list of origins, or *); empty: CORS is off
     "CORS_ORIGINS": "",
 }

@@ -24,6 +24,8 @@ UNDOCUMENTED = {
     # the pages for browsers (their JSON forms are links and the document itself)
     "/",
     "/docs",
+    # the Prometheus text format, for scrapers
+    "/metrics",
 }
 
 

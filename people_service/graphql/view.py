@@ -259,6 +259,10 @@ def execute(data: dict, caller) -> tuple[dict, bool]:
             limiter.waive()
         return _request_errors(errors), True
     limiter.charge(cost)
+    operation = get_operation_ast(document, data.get("operationName"))
+    if operation is not None:  # counted by web.metrics once answered
+        name = operation.name.value if operation.name else None
+        g.graphql_operation = (name, operation.operation.value, cost)
     _, result = graphql_sync(
         schema,
         data,

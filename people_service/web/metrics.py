@@ -1,0 +1,132 @@
+"""Prometheus metrics (prometheus-client): requests, latency, GraphQL operations, refusals."""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+
+from flask import Blueprint, Response, g, request
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+    multiprocess,
+)
+
+from .caller import authenticate, check_scope
+
+# prometheus-client's own switch: set, every process writes its samples to files there and a
+# scrape adds them up (serve --workers sets it; gunicorn's operator sets it, see docs/).
+MULTIPROCESS_DIR = "PROMETHEUS_MULTIPROC_DIR"
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+# Operation names come from clients: only this many distinct ones per process get a series of
+# their own, so a client inventing names cannot grow the scrape without bound.
+MAX_OPERATION_NAMES = 100
+_NAME = re.compile(r"[_A-Za-z][_0-9A-Za-z]{0,63}")
+STORE_ERROR_STATUSES = frozenset({503, 507})  # Unavailable, StorageFull
+
+REQUESTS = Counter(
+    "people_service_requests_total",
+    "HTTP requests answered, by route template, method and status.",
+    ["route", "method", "status"],
+)
+LATENCY = Histogram(
+    "people_service_request_duration_seconds",
+    "Time from the first hook to the answer, by route template and method.",
+    ["route", "method"],
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0),
+)
+OPERATIONS = Counter(
+    "people_service_graphql_operations_total",
+    "GraphQL operations run, by operation name and type.",
+    ["operation", "type"],
+)
+COST = Histogram(
+    "people_service_graphql_operation_cost",
+    "The estimated cost charged for each GraphQL operation, by operation name.",
+    ["operation"],
+    buckets=(1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000),
+)
+REFUSALS = Counter(
+    "people_service_rate_limit_refusals_total",
+    "Requests refused with 429 by a rate limit, by route template.",
+    ["route"],
+)
+STORE_ERRORS = Counter(
+    "people_service_store_errors_total",
+    "Answers the store could not give (503 unavailable, 507 full), by status.",
+    ["status"],
+)
+
+_names: set[str] = set()
+_names_lock = threading.Lock()
+bp = Blueprint("metrics", __name__)
+
+
+def operation_label(name: str | None) -> str:
+    """A bounded label for a client's operation name."""
+    if not name:
+        return "anonymous"
+    if not _NAME.fullmatch(name):
+        return "other"
+    if name in _names:
+        return name
+    with _names_lock:
+        if len(_names) >= MAX_OPERATION_NAMES:
+            return "other"
+        _names.add(name)
+    return name
+
+
+def record_operation(name: str | None, kind: str, cost: int) -> None:
+    """Count one GraphQL operation that ran, with the cost it was charged."""
+    label = operation_label(name)
+    OPERATIONS.labels(label, kind).inc()
+    COST.labels(label).observe(cost)
+
+
+def _start() -> None:
+    g.metrics_started = time.perf_counter()
+
+
+def _record(response: Response) -> Response:
+    rule = request.url_rule
+    route = rule.rule if rule is not None else "unmatched"
+    method = request.method if request.method in METHODS else "other"
+    status = response.status_code
+    REQUESTS.labels(route, method, str(status)).inc()
+    started = g.get("metrics_started")
+    if started is not None:
+        LATENCY.labels(route, method).observe(time.perf_counter() - started)
+    operation = g.get("graphql_operation")  # (name, type, cost), set once an operation ran
+    if operation is not None:
+        record_operation(*operation)
+    if status == 429:
+        REFUSALS.labels(route).inc()
+    elif status in STORE_ERROR_STATUSES:
+        STORE_ERRORS.labels(str(status)).inc()
+    return response
+
+
+@bp.get("/metrics")
+def metrics():
+    """The Prometheus text format, for callers with the scope 'admin'."""
+    check_scope(authenticate(), "admin")
+    if os.environ.get(MULTIPROCESS_DIR):
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)
+    else:
+        registry = REGISTRY
+    return Response(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
+
+
+def init_app(app) -> None:
+    """Time every request from the first hook on and count it once it is answered."""
+    app.before_request(_start)  # first of the hooks when init_app is called first
+    app.after_request(_record)  # so it runs last of the after_request hooks
+    app.register_blueprint(bp)
