@@ -9,36 +9,66 @@ import logging.handlers
 import os
 import queue
 import re
+import string
 import sys
 import threading
+from urllib.parse import quote
 
-# Control characters (C0, DEL, C1) and Unicode's line and paragraph separators: any of them
-# in a logged value could end a line and start a forged one.
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+# Control characters (C0, DEL, C1), Unicode's line and paragraph separators and its
+# bidirectional controls: in a logged value they could end a line or disguise its text.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
 QUEUE_SIZE = 10_000
 _plain = logging.Formatter()
 ACCESS = "people_service.access"
 
-
+# A logged URL keeps printable ASCII but the space; anything else is percent-encoded, so that
+# the URL stays one field of its line (and a "?" in the path is not taken for the query's).
+# Longer URLs are cut to MAX_URL characters.
+_URL_SAFE = "".join(char for char in string.punctuation if char not in "%?")
+MAX_URL = 2000
+_WORD = string.ascii_letters + string.digits + "_.-"  # what credentials are made of
+# A word (from its start: the look-behind keeps this linear) with either prefix in it.
+_SUSPECT = re.compile(r"(?<![\w.-])[\w.-]*?(?:ps_|eyJ)[\w.-]*", re.ASCII)
 # What the service issues as credentials: API keys (ps_ and 43 URL-safe characters) and JWTs
 # (three base64url parts, the first a JSON object: "eyJ"). Wherever a client puts one in a URL
-# (they are only read from headers), the access log writes it as [redacted].
-_CREDENTIAL = re.compile(r"ps_[A-Za-z0-9_-]{20,}|eyJ[A-Za-z0-9_-]*\.[A-Za-z0-9_-]*\.[A-Za-z0-9_-]*")
-# The value of a query parameter whose name says it holds a secret (password=, api_key=, ...).
-_SECRET_PARAMETER = re.compile(r"([?&][^=&?]*(?:pass|secret|token|key)[^=&]*=)[^&]*", re.I)
+# (they are only read from headers), the access log writes [redacted] instead.
+_KEY = re.compile(r"ps_[\w-]{20}", re.ASCII)
+# Query parameters whose name says they hold a secret (password=, api_key=, ...).
+_SECRET_NAME = re.compile("pass|secret|token|key", re.I)
 _REDACTED = "[redacted]"
 
 
-def redact(path: str) -> str:
-    """A logged path and query string without the credentials a client put in them."""
-    if "ps_" in path or "eyJ" in path:
-        path = _CREDENTIAL.sub(_REDACTED, path)
-    lowered = path.lower()
-    if "?" in path and (
-        "pass" in lowered or "secret" in lowered or "token" in lowered or "key" in lowered
-    ):
-        path = _SECRET_PARAMETER.sub(r"\1" + _REDACTED, path)
-    return path
+def logged_url(path: str, query: bytes = b"") -> str:
+    """The URL of a request as its access line shows it: one field, at most MAX_URL characters
+    (cut between words, so no credential is cut in two), without the credentials a client put
+    in it. Linear in the input."""
+    url = quote(path[: MAX_URL + 1], safe=_URL_SAFE)  # the path is decoded: "%" is encoded
+    if query:
+        url += "?" + quote(query[: MAX_URL + 1], safe=_URL_SAFE + "%?")  # as it was sent
+    if len(url) > MAX_URL:
+        url = url[:MAX_URL].rstrip(_WORD) + "[cut]"
+    return redact(url)
+
+
+def redact(url: str) -> str:
+    """`url` with the credentials and secret parameter values a client put in it hidden."""
+    if "ps_" in url or "eyJ" in url:
+        url = _SUSPECT.sub(_credential, url)
+    if "?" in url and _SECRET_NAME.search(url):
+        parts = re.split(r"([?&])", url)  # the path, then separators and parameters by turns
+        for index in range(2, len(parts), 2):
+            name, equals, _ = parts[index].partition("=")
+            if equals and _SECRET_NAME.search(name):
+                parts[index] = name + "=" + _REDACTED
+        url = "".join(parts)
+    return url
+
+
+def _credential(match: re.Match) -> str:
+    word = match.group()
+    start = word.find("eyJ")
+    jwt = start >= 0 and word.count(".", start) >= 2
+    return _REDACTED if jwt or _KEY.search(word) else word
 
 
 def escape(text: str) -> str:

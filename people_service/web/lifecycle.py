@@ -21,7 +21,7 @@ from werkzeug.routing import RequestRedirect
 from werkzeug.wrappers import Response
 
 from ..errors import BadRequest, ServiceError
-from ..logs import escape, redact
+from ..logs import logged_url
 from . import services
 from .caller import peek_caller
 from .pages import secure
@@ -113,13 +113,11 @@ def finish_request(response: Response) -> Response:
         if caller is None and "caller" not in state:
             caller = _logged_caller()
         elapsed = (time.perf_counter() - state.get("started", time.perf_counter())) * 1000
-        path = req.full_path.rstrip("?") if req.query_string else req.path
-        # the method and path are the client's text: a newline in them must not end the line,
-        # and a key or password put in the URL must not be kept
+        # the method and URL are the client's text, made one field each (logs.logged_url)
         access_log.info(
             f"{time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime())} {request_id} "
-            f"{caller.name if caller else '-'} {escape(req.method)} {escape(redact(path))} "
-            f"{response.status_code} {elapsed:.1f}ms"
+            f"{caller.name if caller else '-'} {logged_url(req.method)} "
+            f"{logged_url(req.path, req.query_string)} {response.status_code} {elapsed:.1f}ms"
         )
     return response
 

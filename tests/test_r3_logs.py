@@ -1,0 +1,79 @@
+"""The access log under attack and under every server: cheap, unforgeable, one line each."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from people_service import logs
+
+
+def logged(server, request_id: str) -> str:
+    """The access line of the request with this X-Request-ID (written by a thread: wait)."""
+    return server.wait_for_log(lambda line: f" {request_id} " in line)
+
+
+def fields(line: str) -> list[str]:
+    """time, request id, caller, method, URL, status, duration."""
+    return line.split(" ")
+
+
+HOSTILE = {
+    # each about 60 KB, under the 64 KB header limit; without credentials
+    "key-repeated": "/nowhere?" + "key" * 20_000,
+    "key-parameters": "/nowhere?" + "&key" * 15_000,
+    "secret-names": "/nowhere?" + "passwordtoken&" * 4_200,
+    "jwt-prefix-path": "/" + "eyJ" * 20_000,
+    "jwt-prefix-query": "/nowhere?a=" + "eyJ" * 20_000,
+    "jwt-dots": "/nowhere/" + "eyJ." * 15_000,
+    "key-prefix": "/nowhere/" + "ps_" * 20_000,
+    "percent-spaces": "/nowhere/" + "%20" * 20_000,
+}
+
+
+@pytest.mark.parametrize("shape", HOSTILE.keys())
+def test_hostile_urls_cost_little_and_their_log_line_is_bounded(live, shape):
+    url, request_id = HOSTILE[shape], "hostile-" + shape
+    started = time.monotonic()
+    response = live.request("GET", url, headers={"X-Request-ID": request_id}, timeout=30)
+    elapsed = time.monotonic() - started
+    assert response.status_code == 404
+    assert elapsed < 1.0  # the quadratic redaction took seconds
+    line = logged(live, request_id)
+    assert len(line) < 10_000 and line.endswith("ms")
+    assert fields(line)[5] == "404" and len(fields(line)) == 7
+
+
+def test_a_credential_cut_off_by_the_length_bound_is_not_logged_in_part(live):
+    # the bound falls inside the key: none of it is written, nor the password after it
+    filler = "/nowhere?" + "a=b&" * ((logs.MAX_URL - 12) // 4)
+    assert len(filler) == logs.MAX_URL - 3
+    url = filler + "x=" + live.key + "&password=" + "p" * 5000
+    live.request("GET", url, headers={"X-Request-ID": "cut-credential"})
+    line = logged(live, "cut-credential")
+    assert live.key[:6] not in line and "pppp" not in line
+    assert "&a=b&" in line and "[cut]" in line
+
+
+def test_spaces_and_bidi_characters_cannot_forge_access_line_fields(live):
+    live.request("GET", "/people%20200%200.4ms%20FAKE", headers={"X-Request-ID": "forge-1"})
+    line = logged(live, "forge-1")
+    assert fields(line)[2:] == ["-", "GET", "/people%20200%200.4ms%20FAKE", "404", fields(line)[6]]
+    # a right-to-left override (U+202E) in the path reaches the app decoded
+    live.request("GET", "/x%E2%80%AEabc?q=%E2%80%AE1%20", headers={"X-Request-ID": "forge-2"})
+    line = logged(live, "forge-2")
+    assert "\u202e" not in line and "\\u202e" not in line
+    assert fields(line)[4] == "/x%E2%80%AEabc?q=%E2%80%AE1%20"
+
+
+def test_a_logged_url_is_one_field_in_the_form_it_was_sent():
+    plain = "/people/17?name=Ada%20L&limit=1"
+    assert logs.logged_url("/people/17", b"name=Ada%20L&limit=1") == plain
+    assert (
+        logs.logged_url("/a b\n\u202e%?", b"q=\xe2\x80\xae ")
+        == "/a%20b%0A%E2%80%AE%25%3F?q=%E2%80%AE%20"
+    )
+    key = "ps_" + "A" * 43
+    expected = "/x/[redacted]?password=[redacted]&a=1"
+    assert logs.logged_url(f"/x/{key}", b"password=x&a=1") == expected
