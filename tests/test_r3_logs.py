@@ -67,6 +67,21 @@ def test_spaces_and_bidi_characters_cannot_forge_access_line_fields(live):
     assert fields(line)[4] == "/x%E2%80%AEabc?q=%E2%80%AE1%20"
 
 
+def test_a_404_with_a_key_is_not_a_use_of_the_key(live):
+    """The access log names only a caller the request itself authenticated: looking one up
+    for the log would count a use, so counts would depend on the log level."""
+
+    def count() -> int:
+        return live.request("GET", "/me", headers=live.headers).json()["request_count"]
+
+    before = count()
+    for _ in range(3):
+        response = live.request("GET", "/nowhere", headers={**live.headers, "X-Request-ID": "k404"})
+        assert response.status_code == 404
+    assert count() == before + 1  # the second /me only
+    assert fields(logged(live, "k404"))[2] == "-"
+
+
 def test_a_logged_url_is_one_field_in_the_form_it_was_sent():
     plain = "/people/17?name=Ada%20L&limit=1"
     assert logs.logged_url("/people/17", b"name=Ada%20L&limit=1") == plain

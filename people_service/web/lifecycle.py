@@ -20,10 +20,9 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 from werkzeug.routing import RequestRedirect
 from werkzeug.wrappers import Response
 
-from ..errors import BadRequest, ServiceError
+from ..errors import BadRequest
 from ..logs import logged_url
 from . import services
-from .caller import peek_caller
 from .pages import secure
 
 access_log = logging.getLogger("people_service.access")
@@ -110,10 +109,9 @@ def finish_request(response: Response) -> Response:
         # data for one caller: caches may keep it only privately, and must revalidate (ETag)
         headers["Cache-Control"] = "private, no-cache"
     if access_log.isEnabledFor(logging.INFO):
-        if caller is None and "caller" not in state:
-            caller = _logged_caller()
         elapsed = (time.perf_counter() - state.get("started", time.perf_counter())) * 1000
-        # the method and URL are the client's text, made one field each (logs.logged_url)
+        # the caller only if this request authenticated one: a look-up for the log would count
+        # a use; the method and URL are the client's text, made one field each (logs.logged_url)
         access_log.info(
             f"{time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime())} {request_id} "
             f"{caller.name if caller else '-'} {logged_url(req.method)} "
@@ -128,18 +126,6 @@ class RequestIdFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         record.request_id = g.get("request_id", "-") if has_request_context() else "-"
         return True
-
-
-def _logged_caller():
-    """The caller for the access log, also on routes that never asked (404, open endpoints)."""
-    if "caller" in g:
-        return g.caller
-    if "X-API-Key" not in request.headers and "Authorization" not in request.headers:
-        return None
-    try:
-        return peek_caller()
-    except ServiceError:
-        return None
 
 
 class NoSessions(SessionInterface):
