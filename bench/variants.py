@@ -18,7 +18,6 @@ import argparse
 import logging
 import sys
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -177,12 +176,6 @@ def waitress_channel() -> None:
     patch(server, "Channel", HTTPChannel)  # waitress's own channel and tasks
 
 
-def request_ids() -> None:
-    from people_service.web import lifecycle
-
-    patch(lifecycle, "new_request_id", lambda: uuid.uuid4().hex)
-
-
 def no_sessions() -> None:
     from flask.sessions import SecureCookieSessionInterface
 
@@ -278,13 +271,6 @@ VARIANTS = {
             "stat() on every read",
             PERSON,
             file_check,
-        ),
-        Variant(
-            "request-ids",
-            "request ids from a per-process prefix and a counter",
-            "uuid4() per request",
-            PERSON,
-            request_ids,
         ),
         Variant(
             "no-sessions",

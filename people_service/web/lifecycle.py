@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import logging
 import re
 import time
@@ -58,20 +57,11 @@ class MethodOverride:
         return self.app(environ, start_response)
 
 
-# Request ids: a random prefix per process and a counter, unique without a syscall per request.
-_ID_PREFIX = uuid.uuid4().hex[:16]
-_id_counter = itertools.count(1)
-
-
-def new_request_id() -> str:
-    return f"{_ID_PREFIX}{next(_id_counter):016x}"
-
-
 def start_request() -> None:
     state, req = g._get_current_object(), request._get_current_object()
     state.started = time.perf_counter()
     given = req.headers.get("X-Request-ID")
-    state.request_id = given if given and _REQUEST_ID.fullmatch(given) else new_request_id()
+    state.request_id = given if given and _REQUEST_ID.fullmatch(given) else uuid.uuid4().hex
     refused = req.environ.get(REFUSED)
     if refused is not None:
         raise refusal(*refused)
@@ -95,7 +85,7 @@ def refusal(status: int, detail: str | None = None) -> HTTPException:
 
 def finish_request(response: Response) -> Response:
     state, req = g._get_current_object(), request._get_current_object()
-    request_id = state.get("request_id") or new_request_id()
+    request_id = state.get("request_id") or uuid.uuid4().hex
     headers = response.headers
     if response.status_code in BODILESS:
         # werkzeug gives every Response a default text/plain type; these answers have no body
