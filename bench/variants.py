@@ -111,19 +111,19 @@ def access_log_queue() -> None:
     from people_service import logs
     from people_service.web.lifecycle import RequestIdFilter
 
-    def install(stream=None, level=logging.INFO):
-        if logs._installed is not None:
-            return
-        output = logging.StreamHandler(stream) if stream else logs._Stderr()
-        output.setFormatter(logs._Formatters())
-        output.addFilter(RequestIdFilter())
+    def take_over():
         package = logging.getLogger("people_service")
+        if package.handlers:
+            return
+        output = logs._Stderr()
+        output.setFormatter(logs._Formatter())
+        output.addFilter(RequestIdFilter())
         package.addHandler(output)  # written by the request's thread
+        package.propagate = False
         if package.level == logging.NOTSET:
-            package.setLevel(level)
-        logs._installed = output
+            package.setLevel(logging.INFO)
 
-    patch(logs, "install", install)
+    patch(logs, "take_over", take_over)
 
 
 def etag_once() -> None:

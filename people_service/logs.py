@@ -1,9 +1,10 @@
-"""Logging: lines written by a thread from a bounded queue, with client text made harmless."""
+"""Logging: one line per record whatever a client sent, written to stderr by a thread from a
+bounded queue, so that a stalled stderr never blocks a request."""
 
 from __future__ import annotations
 
 import atexit
-import copy
+import contextlib
 import logging
 import logging.handlers
 import os
@@ -18,7 +19,6 @@ from urllib.parse import quote
 # bidirectional controls: in a logged value they could end a line or disguise its text.
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
 QUEUE_SIZE = 10_000
-_plain = logging.Formatter()
 ACCESS = "people_service.access"
 
 # A logged URL keeps printable ASCII but the space; anything else is percent-encoded, so that
@@ -96,106 +96,97 @@ class OneLineFormatter(logging.Formatter):
         return text
 
 
+class _Formatter(logging.Formatter):
+    """Access lines as they are; everything else with level, logger and request id."""
+
+    access = OneLineFormatter("%(message)s")
+    other = OneLineFormatter("%(levelname)s %(name)s [%(request_id)s]: %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        if not hasattr(record, "request_id"):
+            record.request_id = "-"
+        return (self.access if record.name == ACCESS else self.other).format(record)
+
+
 class DroppingQueueHandler(logging.handlers.QueueHandler):
-    """A QueueHandler that never blocks a request: when the queue is full (stderr stalled),
-    the line is dropped and counted, and the count is logged once lines flow again."""
+    """Formats a record in the thread that logs it and queues the line; when the queue is full
+    (stderr stalled) the line is dropped and counted, and the count goes before the next line
+    queued. (`Handler.handle` holds the handler's lock around this.)"""
 
-    def __init__(self, log_queue: queue.Queue):
-        super().__init__(log_queue)
-        self.dropped = 0
-        self._lock = threading.Lock()
-
-    def prepare(self, record: logging.LogRecord) -> logging.LogRecord:
-        # the message is merged now (its arguments may change later); a traceback is kept
-        # apart from it, so that the formatter can indent it
-        record = copy.copy(record)
-        record.msg = record.message = record.getMessage()
-        record.args = None
-        if record.exc_info:
-            record.exc_text = _plain.formatException(record.exc_info)
-            record.exc_info = None
-        return record
+    dropped = 0
 
     def enqueue(self, record: logging.LogRecord) -> None:
         try:
-            self.queue.put_nowait(record)
-        except queue.Full:
-            with self._lock:
-                self.dropped += 1
-
-    def take_dropped(self) -> int:
-        with self._lock:
-            dropped, self.dropped = self.dropped, 0
-        return dropped
-
-
-class ReportingListener(logging.handlers.QueueListener):
-    """A QueueListener that says how many lines were dropped while the queue was full."""
-
-    def __init__(self, log_queue, handler, producer: DroppingQueueHandler):
-        super().__init__(log_queue, handler, respect_handler_level=True)
-        self.producer = producer
-
-    def handle(self, record: logging.LogRecord) -> None:
-        dropped = self.producer.take_dropped()
-        if dropped:
-            warning = logging.makeLogRecord(
-                {
+            if self.dropped:
+                warning = {
                     "name": "people_service",
                     "levelno": logging.WARNING,
                     "levelname": "WARNING",
-                    "msg": "%d log lines were dropped: stderr did not keep up",
-                    "args": (dropped,),
                 }
-            )
-            super().handle(warning)
-        super().handle(record)
+                warning["msg"] = f"{self.dropped} log lines were dropped: stderr did not keep up"
+                self.queue.put_nowait(self.prepare(logging.makeLogRecord(warning)))
+                self.dropped = 0
+            self.queue.put_nowait(record)
+        except queue.Full:
+            self.dropped += 1
 
 
-_installed: DroppingQueueHandler | None = None
-_listener: ReportingListener | None = None
-_install_lock = threading.Lock()
+_handler: DroppingQueueHandler | None = None
+_listener: logging.handlers.QueueListener | None = None
+_lock = threading.Lock()
 
 
-def install(stream=None, level: int = logging.INFO) -> None:
-    """Send the people_service logs through a bounded queue to `stream` (stderr), once per
-    process: access lines as they are, other lines with level, logger and request id."""
-    global _installed
-    with _install_lock:
-        if _installed is not None:
+def operator_configured() -> bool:
+    """Whether logging is set up already (handlers on the root or the people_service logger):
+    then the service's lines go where that configuration says."""
+    return bool(logging.getLogger().handlers or logging.getLogger("people_service").handlers)
+
+
+def install() -> None:
+    """Unless logging is configured already (operator_configured), see `take_over`."""
+    if not operator_configured():
+        take_over()
+
+
+def take_over() -> None:
+    """Write the people_service logs to stderr, once per process, and only there (they do not
+    propagate to handlers the root logger may get later, as from waitress-serve): access lines
+    as they are, others with level, logger and request id. A no-op when the people_service
+    logger has handlers."""
+    global _handler
+    if _handler is not None:
+        return
+    with _lock:
+        package = logging.getLogger("people_service")
+        if package.handlers:
             return
         from .web.lifecycle import RequestIdFilter  # the request id of the line, if any
 
-        output = logging.StreamHandler(stream) if stream else _Stderr()
-        output.setFormatter(_Formatters())
-        producer = DroppingQueueHandler(queue.Queue(QUEUE_SIZE))
-        producer.addFilter(RequestIdFilter())
-        _start(producer, output)
-        atexit.register(_stop)  # writes what is queued before the process ends
+        _handler = DroppingQueueHandler(queue.Queue(QUEUE_SIZE))
+        _handler.setFormatter(_Formatter())
+        _handler.addFilter(RequestIdFilter())
+        output = _Stderr()
+        _start(output)
+        atexit.register(_stop)
         # a forked worker (gunicorn) has no listener thread: it starts its own
-        os.register_at_fork(after_in_child=lambda: _start(producer, output))
-        package = logging.getLogger("people_service")
-        package.addHandler(producer)
+        os.register_at_fork(after_in_child=lambda: _start(output))
+        package.addHandler(_handler)
+        package.propagate = False
         if package.level == logging.NOTSET:
-            package.setLevel(level)
-        _installed = producer
+            package.setLevel(logging.INFO)
 
 
-def _start(producer: DroppingQueueHandler, output: logging.Handler) -> None:
+def _start(output: logging.Handler) -> None:
     global _listener
-    producer.queue = queue.Queue(QUEUE_SIZE)  # a fresh one: a fork copies locks as they were
-    _listener = ReportingListener(producer.queue, output, producer)
+    _handler.queue = queue.Queue(QUEUE_SIZE)  # a fresh one: a fork copies locks as they were
+    _listener = logging.handlers.QueueListener(_handler.queue, output)
     _listener.start()
 
 
 def _stop() -> None:
-    if _listener is not None:
+    """Writes what is queued before the process ends (unless stderr is stalled: then it is lost)."""
+    with contextlib.suppress(queue.Full):
         _listener.stop()
-
-
-def operator_configured() -> bool:
-    """Whether whoever runs the app set up logging (handlers on the root or our logger)."""
-    return bool(logging.getLogger().handlers or logging.getLogger("people_service").handlers)
 
 
 class _Stderr(logging.StreamHandler):
@@ -212,17 +203,3 @@ class _Stderr(logging.StreamHandler):
     @stream.setter
     def stream(self, value):
         pass
-
-
-class _Formatters(logging.Formatter):
-    """Access lines as they are; everything else with level, logger and request id."""
-
-    def __init__(self):
-        super().__init__()
-        self.access = OneLineFormatter("%(message)s")
-        self.other = OneLineFormatter("%(levelname)s %(name)s [%(request_id)s]: %(message)s")
-
-    def format(self, record: logging.LogRecord) -> str:
-        if not hasattr(record, "request_id"):
-            record.request_id = "-"
-        return (self.access if record.name == ACCESS else self.other).format(record)

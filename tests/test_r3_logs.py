@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+import requests
 
 from people_service import logs
+
+from .conftest import ROOT, ServerProcess, database
+from .test_wsgi_servers import WSGIServer
 
 
 def logged(server, request_id: str) -> str:
@@ -80,6 +87,73 @@ def test_a_404_with_a_key_is_not_a_use_of_the_key(live):
         assert response.status_code == 404
     assert count() == before + 1  # the second /me only
     assert fields(logged(live, "k404"))[2] == "-"
+
+
+def test_loading_the_app_sets_up_no_logging_and_the_first_request_does(tmp_path):
+    script = f"""
+import logging, sys, threading
+from people_service import create_app
+app = create_app({{"DATABASE": {str(tmp_path / "people.db")!r}, "SECRET_KEY": "x" * 40}})
+package = logging.getLogger("people_service")
+assert not package.handlers and not logging.getLogger().handlers and package.propagate
+assert not any(thread.name.endswith("(_monitor)") for thread in threading.enumerate())
+logging.basicConfig()  # as waitress-serve does, after loading the app
+app.test_client().get("/nowhere", headers={{"X-Request-ID": "first-1"}})
+assert package.handlers and not package.propagate
+assert any(thread.name.endswith("(_monitor)") for thread in threading.enumerate())
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    lines = [line for line in done.stderr.splitlines() if " first-1 " in line]
+    assert len(lines) == 1 and lines[0].endswith("ms") and " GET /nowhere 404 " in lines[0]
+
+
+def _serve(db, workers: str):
+    return ServerProcess(db, args=["--workers", workers, "--threads", "4"])
+
+
+def _wsgi(command: list[str]):
+    return lambda db: WSGIServer(command, db, {})
+
+
+MODES = {
+    "serve": lambda db: _serve(db, "1"),
+    "serve-workers": lambda db: _serve(db, "2"),
+    "waitress-serve": _wsgi(
+        [sys.executable, "-m", "waitress", "--listen=127.0.0.1:{port}", "app:app"]
+    ),
+    "gunicorn": _wsgi(
+        [sys.executable, "-m", "gunicorn", "--bind", "127.0.0.1:{port}", "-w", "2", "app:app"]
+    ),
+}
+
+
+@pytest.mark.parametrize("mode", MODES.keys())
+def test_one_access_line_per_request_and_unique_ids_in_every_serving_mode(
+    tmp_path, sqlite_only, mode
+):
+    if mode != "serve" and mode != "waitress-serve":
+        pytest.importorskip("gunicorn")
+    server = MODES[mode](database(tmp_path)).start()
+    try:
+
+        def get(number: int) -> str:
+            path = "/health" if number % 2 else f"/nowhere-{number}"
+            response = requests.get(server.url + path, headers={"Connection": "close"}, timeout=30)
+            return response.headers["X-Request-ID"]
+
+        with ThreadPoolExecutor(8) as pool:
+            ids = list(pool.map(get, range(40)))
+        assert len(set(ids)) == len(ids)
+        for request_id in ids:
+            logged(server, request_id)
+        time.sleep(0.5)  # a second line, if any, would be written by now
+        for request_id in ids:
+            assert sum(f" {request_id} " in line for line in server.stderr) == 1, request_id
+    finally:
+        server.stop()
 
 
 def test_a_logged_url_is_one_field_in_the_form_it_was_sent():

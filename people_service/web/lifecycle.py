@@ -19,8 +19,8 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 from werkzeug.routing import RequestRedirect
 from werkzeug.wrappers import Response
 
+from .. import logs
 from ..errors import BadRequest
-from ..logs import logged_url
 from . import services
 from .pages import secure
 
@@ -104,8 +104,8 @@ def finish_request(response: Response) -> Response:
         # a use; the method and URL are the client's text, made one field each (logs.logged_url)
         access_log.info(
             f"{time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime())} {request_id} "
-            f"{caller.name if caller else '-'} {logged_url(req.method)} "
-            f"{logged_url(req.path, req.query_string)} {response.status_code} {elapsed:.1f}ms"
+            f"{caller.name if caller else '-'} {logs.logged_url(req.method)} "
+            f"{logs.logged_url(req.path, req.query_string)} {response.status_code} {elapsed:.1f}ms"
         )
     return response
 
@@ -161,6 +161,10 @@ class App(Flask):
 
 
 def init_app(app) -> None:
+    if not logs.operator_configured():
+        # whoever serves the app (waitress-serve, gunicorn) may configure logging after loading
+        # it: the app's own lines are set up by its first request, as they were decided now
+        app.before_request(logs.take_over)
     app.session_interface = NoSessions()
     app.teardown_request(release_connection)
     app.wsgi_app = MethodOverride(app.wsgi_app)
