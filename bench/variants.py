@@ -176,14 +176,6 @@ def waitress_channel() -> None:
     patch(server, "Channel", HTTPChannel)  # waitress's own channel and tasks
 
 
-def no_sessions() -> None:
-    from flask.sessions import SecureCookieSessionInterface
-
-    from people_service.web import lifecycle
-
-    patch(lifecycle, "NoSessions", SecureCookieSessionInterface)  # Flask's default
-
-
 def message_insert() -> None:
     from people_service import schemas, service
 
@@ -271,13 +263,6 @@ VARIANTS = {
             "stat() on every read",
             PERSON,
             file_check,
-        ),
-        Variant(
-            "no-sessions",
-            "no session interface (NoSessions)",
-            "Flask's cookie session interface",
-            PERSON,
-            no_sessions,
         ),
         Variant(
             "waitress-channel",

@@ -89,6 +89,21 @@ def test_a_404_with_a_key_is_not_a_use_of_the_key(live):
     assert fields(logged(live, "k404"))[2] == "-"
 
 
+def test_no_answer_sets_a_cookie(live):
+    for path, headers in [
+        ("/", {"Accept": "text/html"}),
+        ("/graphql", {"Accept": "text/html"}),
+        ("/docs", {}),
+        ("/people", live.headers),
+        ("/people", {}),
+        ("/nowhere", live.headers),
+    ]:
+        response = live.request("GET", path, headers=headers)
+        assert "Set-Cookie" not in response.headers, path
+    response = live.request("POST", "/auth/token", data={"username": "x", "password": "y" * 20})
+    assert "Set-Cookie" not in response.headers
+
+
 def test_loading_the_app_sets_up_no_logging_and_the_first_request_does(tmp_path):
     script = f"""
 import logging, sys, threading

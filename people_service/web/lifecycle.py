@@ -8,7 +8,6 @@ import time
 import uuid
 
 from flask import Flask, g, has_request_context, request
-from flask.sessions import SessionInterface
 from werkzeug.exceptions import (
     HTTPException,
     NotFound,
@@ -118,16 +117,6 @@ class RequestIdFilter(logging.Filter):
         return True
 
 
-class NoSessions(SessionInterface):
-    """The API keeps no state between requests, so no cookie session is opened or saved."""
-
-    def open_session(self, app, request):
-        return None  # Flask then uses its null session
-
-    def save_session(self, app, session, response):
-        pass
-
-
 class TrustedProxy:
     """WSGI middleware: X-Forwarded-For and -Proto count only when the peer is a trusted proxy.
 
@@ -165,7 +154,6 @@ def init_app(app) -> None:
         # whoever serves the app (waitress-serve, gunicorn) may configure logging after loading
         # it: the app's own lines are set up by its first request, as they were decided now
         app.before_request(logs.take_over)
-    app.session_interface = NoSessions()
     app.teardown_request(release_connection)
     app.wsgi_app = MethodOverride(app.wsgi_app)
     if app.config["TRUSTED_PROXY"]:
