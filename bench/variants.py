@@ -115,8 +115,8 @@ def access_log_queue() -> None:
         package = logging.getLogger("people_service")
         if package.handlers:
             return
-        output = logs._Stderr()
-        output.setFormatter(logs._Formatter())
+        output = logging.StreamHandler()
+        output.setFormatter(logs.OneLineFormatter())
         output.addFilter(RequestIdFilter())
         package.addHandler(output)  # written by the request's thread
         package.propagate = False

@@ -11,7 +11,6 @@ import os
 import queue
 import re
 import string
-import sys
 import threading
 from urllib.parse import quote
 
@@ -27,11 +26,11 @@ ACCESS = "people_service.access"
 _URL_SAFE = "".join(char for char in string.punctuation if char not in "%?")
 MAX_URL = 2000
 _WORD = string.ascii_letters + string.digits + "_.-"  # what credentials are made of
-# A word (from its start: the look-behind keeps this linear) with either prefix in it.
-_SUSPECT = re.compile(r"(?<![\w.-])[\w.-]*?(?:ps_|eyJ)[\w.-]*", re.ASCII)
 # What the service issues as credentials: API keys (ps_ and 43 URL-safe characters) and JWTs
 # (three base64url parts, the first a JSON object: "eyJ"). Wherever a client puts one in a URL
-# (they are only read from headers), the access log writes [redacted] instead.
+# (they are only read from headers), the access log writes [redacted] for its word. A word
+# is matched from its start only (the look-behind), which keeps the search linear.
+_SUSPECT = re.compile(r"(?<![\w.-])[\w.-]*?(?:ps_|eyJ)[\w.-]*", re.ASCII)
 _KEY = re.compile(r"ps_[\w-]{20}", re.ASCII)
 # Query parameters whose name says they hold a secret (password=, api_key=, ...).
 _SECRET_NAME = re.compile("pass|secret|token|key", re.I)
@@ -73,39 +72,28 @@ def _credential(match: re.Match) -> str:
 
 def escape(text: str) -> str:
     """`text` with control characters as visible escapes (`\\n`, `\\x1b`), on one line."""
-    return _CONTROL.sub(_escaped, text) if _CONTROL.search(text) else text
-
-
-def _escaped(match: re.Match) -> str:
-    char = match.group()
-    named = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(char)
-    return named or (f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\u{ord(char):04x}")
+    if not _CONTROL.search(text):
+        return text
+    return _CONTROL.sub(lambda match: ascii(match.group())[1:-1], text)
 
 
 class OneLineFormatter(logging.Formatter):
     """Formats a record as one line: the message escaped; a traceback's lines indented below
-    it, so nothing a client sent can start a line of its own."""
+    it, so nothing a client sent can start a line of its own. Access lines are the message
+    alone; others say level, logger and request id."""
+
+    def __init__(self):
+        super().__init__("%(levelname)s %(name)s [%(request_id)s]: %(message)s")
 
     def format(self, record: logging.LogRecord) -> str:
         record.message = escape(record.getMessage())
-        text = self.formatMessage(record)
+        record.__dict__.setdefault("request_id", "-")
+        text = record.message if record.name == ACCESS else self.formatMessage(record)
         if record.exc_info and not record.exc_text:
             record.exc_text = self.formatException(record.exc_info)
         if record.exc_text:
             text += "\n" + "\n".join("    " + escape(line) for line in record.exc_text.splitlines())
         return text
-
-
-class _Formatter(logging.Formatter):
-    """Access lines as they are; everything else with level, logger and request id."""
-
-    access = OneLineFormatter("%(message)s")
-    other = OneLineFormatter("%(levelname)s %(name)s [%(request_id)s]: %(message)s")
-
-    def format(self, record: logging.LogRecord) -> str:
-        if not hasattr(record, "request_id"):
-            record.request_id = "-"
-        return (self.access if record.name == ACCESS else self.other).format(record)
 
 
 class DroppingQueueHandler(logging.handlers.QueueHandler):
@@ -163,9 +151,9 @@ def take_over() -> None:
         from .web.lifecycle import RequestIdFilter  # the request id of the line, if any
 
         _handler = DroppingQueueHandler(queue.Queue(QUEUE_SIZE))
-        _handler.setFormatter(_Formatter())
+        _handler.setFormatter(OneLineFormatter())
         _handler.addFilter(RequestIdFilter())
-        output = _Stderr()
+        output = logging.StreamHandler()  # sys.stderr
         _start(output)
         atexit.register(_stop)
         # a forked worker (gunicorn) has no listener thread: it starts its own
@@ -187,19 +175,3 @@ def _stop() -> None:
     """Writes what is queued before the process ends (unless stderr is stalled: then it is lost)."""
     with contextlib.suppress(queue.Full):
         _listener.stop()
-
-
-class _Stderr(logging.StreamHandler):
-    """Writes to whatever sys.stderr is when a line is written (a test or a daemonizing
-    server may have replaced the one there was at start-up)."""
-
-    def __init__(self):
-        super().__init__(sys.stderr)
-
-    @property
-    def stream(self):
-        return sys.stderr
-
-    @stream.setter
-    def stream(self, value):
-        pass

@@ -19,7 +19,7 @@ def test_escape_turns_control_characters_into_visible_text():
 
 
 def test_a_record_is_one_line_and_a_traceback_is_indented():
-    formatter = logs.OneLineFormatter("%(levelname)s %(message)s")
+    formatter = logs.OneLineFormatter()
     try:
         raise ValueError("bad\n2026-11-23T00:00:00 forged line")
     except ValueError:
@@ -27,7 +27,7 @@ def test_a_record_is_one_line_and_a_traceback_is_indented():
             "t", logging.ERROR, __file__, 1, "got %s", ("x\ny",), exc_info=sys.exc_info()
         )
     lines = formatter.format(record).splitlines()
-    assert lines[0] == "ERROR got x\\ny"
+    assert lines[0] == "ERROR t [-]: got x\\ny"
     assert all(line.startswith("    ") for line in lines[1:])
     assert any("forged line" in line for line in lines[1:])
 
