@@ -18,7 +18,6 @@ import argparse
 import logging
 import sys
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -112,19 +111,19 @@ def access_log_queue() -> None:
     from people_service import logs
     from people_service.web.lifecycle import RequestIdFilter
 
-    def install(stream=None, level=logging.INFO):
-        if logs._installed is not None:
-            return
-        output = logging.StreamHandler(stream) if stream else logs._Stderr()
-        output.setFormatter(logs._Formatters())
-        output.addFilter(RequestIdFilter())
+    def take_over():
         package = logging.getLogger("people_service")
+        if package.handlers:
+            return
+        output = logging.StreamHandler()
+        output.setFormatter(logs.OneLineFormatter())
+        output.addFilter(RequestIdFilter())
         package.addHandler(output)  # written by the request's thread
+        package.propagate = False
         if package.level == logging.NOTSET:
-            package.setLevel(level)
-        logs._installed = output
+            package.setLevel(logging.INFO)
 
-    patch(logs, "install", install)
+    patch(logs, "take_over", take_over)
 
 
 def etag_once() -> None:
@@ -175,20 +174,6 @@ def waitress_channel() -> None:
     from people_service import server
 
     patch(server, "Channel", HTTPChannel)  # waitress's own channel and tasks
-
-
-def request_ids() -> None:
-    from people_service.web import lifecycle
-
-    patch(lifecycle, "new_request_id", lambda: uuid.uuid4().hex)
-
-
-def no_sessions() -> None:
-    from flask.sessions import SecureCookieSessionInterface
-
-    from people_service.web import lifecycle
-
-    patch(lifecycle, "NoSessions", SecureCookieSessionInterface)  # Flask's default
 
 
 def message_insert() -> None:
@@ -278,20 +263,6 @@ VARIANTS = {
             "stat() on every read",
             PERSON,
             file_check,
-        ),
-        Variant(
-            "request-ids",
-            "request ids from a per-process prefix and a counter",
-            "uuid4() per request",
-            PERSON,
-            request_ids,
-        ),
-        Variant(
-            "no-sessions",
-            "no session interface (NoSessions)",
-            "Flask's cookie session interface",
-            PERSON,
-            no_sessions,
         ),
         Variant(
             "waitress-channel",

@@ -11,7 +11,6 @@ import weakref
 from werkzeug.routing import BaseConverter
 
 from . import config as settings
-from . import logs
 from .config import ConfigError
 from .credentials import CallerCache, load_secret
 from .graphql.view import bp as graphql_bp
@@ -77,8 +76,7 @@ def _close_apps() -> None:
 def create_app(config: dict | None = None) -> lifecycle.App:
     """The WSGI app; `config` overrides PEOPLE_SERVICE_* settings (same names)."""
     options = settings.load(config)
-    if not logs.operator_configured():
-        logs.install()  # under any WSGI server, the access log goes to stderr
+    # the level only: handlers are set up by the serving code or the first request (lifecycle)
     logging.getLogger("people_service").setLevel(str(options["LOG_LEVEL"]).upper())
     # web.pages serves static files, cached its way
     app = lifecycle.App(__name__, static_folder=None)

@@ -1,64 +1,94 @@
-"""Logging: lines written by a thread from a bounded queue, with client text made harmless."""
+"""Logging: one line per record whatever a client sent, written to stderr by a thread from a
+bounded queue, so that a stalled stderr never blocks a request."""
 
 from __future__ import annotations
 
 import atexit
-import copy
+import contextlib
 import logging
 import logging.handlers
 import os
 import queue
 import re
-import sys
+import string
 import threading
+from urllib.parse import quote
 
-# Control characters (C0, DEL, C1) and Unicode's line and paragraph separators: any of them
-# in a logged value could end a line and start a forged one.
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+# Control characters (C0, DEL, C1), Unicode's line and paragraph separators and its
+# bidirectional controls: in a logged value they could end a line or disguise its text.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
 QUEUE_SIZE = 10_000
-_plain = logging.Formatter()
 ACCESS = "people_service.access"
 
-
+# A logged URL keeps printable ASCII but the space; anything else is percent-encoded, so that
+# the URL stays one field of its line (and a "?" in the path is not taken for the query's).
+# Longer URLs are cut to MAX_URL characters.
+_URL_SAFE = "".join(char for char in string.punctuation if char not in "%?")
+MAX_URL = 2000
+_WORD = string.ascii_letters + string.digits + "_.-"  # what credentials are made of
 # What the service issues as credentials: API keys (ps_ and 43 URL-safe characters) and JWTs
 # (three base64url parts, the first a JSON object: "eyJ"). Wherever a client puts one in a URL
-# (they are only read from headers), the access log writes it as [redacted].
-_CREDENTIAL = re.compile(r"ps_[A-Za-z0-9_-]{20,}|eyJ[A-Za-z0-9_-]*\.[A-Za-z0-9_-]*\.[A-Za-z0-9_-]*")
-# The value of a query parameter whose name says it holds a secret (password=, api_key=, ...).
-_SECRET_PARAMETER = re.compile(r"([?&][^=&?]*(?:pass|secret|token|key)[^=&]*=)[^&]*", re.I)
+# (they are only read from headers), the access log writes [redacted] for its word. A word
+# is matched from its start only (the look-behind), which keeps the search linear.
+_SUSPECT = re.compile(r"(?<![\w.-])[\w.-]*?(?:ps_|eyJ)[\w.-]*", re.ASCII)
+_KEY = re.compile(r"ps_[\w-]{20}", re.ASCII)
+# Query parameters whose name says they hold a secret (password=, api_key=, ...).
+_SECRET_NAME = re.compile("pass|secret|token|key", re.I)
 _REDACTED = "[redacted]"
 
 
-def redact(path: str) -> str:
-    """A logged path and query string without the credentials a client put in them."""
-    if "ps_" in path or "eyJ" in path:
-        path = _CREDENTIAL.sub(_REDACTED, path)
-    lowered = path.lower()
-    if "?" in path and (
-        "pass" in lowered or "secret" in lowered or "token" in lowered or "key" in lowered
-    ):
-        path = _SECRET_PARAMETER.sub(r"\1" + _REDACTED, path)
-    return path
+def logged_url(path: str, query: bytes = b"") -> str:
+    """The URL of a request as its access line shows it: one field, at most MAX_URL characters
+    (cut between words, so no credential is cut in two), without the credentials a client put
+    in it. Linear in the input."""
+    url = quote(path[: MAX_URL + 1], safe=_URL_SAFE)  # the path is decoded: "%" is encoded
+    if query:
+        url += "?" + quote(query[: MAX_URL + 1], safe=_URL_SAFE + "%?")  # as it was sent
+    if len(url) > MAX_URL:
+        url = url[:MAX_URL].rstrip(_WORD) + "[cut]"
+    return redact(url)
+
+
+def redact(url: str) -> str:
+    """`url` with the credentials and secret parameter values a client put in it hidden."""
+    if "ps_" in url or "eyJ" in url:
+        url = _SUSPECT.sub(_credential, url)
+    if "?" in url and _SECRET_NAME.search(url):
+        parts = re.split(r"([?&])", url)  # the path, then separators and parameters by turns
+        for index in range(2, len(parts), 2):
+            name, equals, _ = parts[index].partition("=")
+            if equals and _SECRET_NAME.search(name):
+                parts[index] = name + "=" + _REDACTED
+        url = "".join(parts)
+    return url
+
+
+def _credential(match: re.Match) -> str:
+    word = match.group()
+    start = word.find("eyJ")
+    jwt = start >= 0 and word.count(".", start) >= 2
+    return _REDACTED if jwt or _KEY.search(word) else word
 
 
 def escape(text: str) -> str:
     """`text` with control characters as visible escapes (`\\n`, `\\x1b`), on one line."""
-    return _CONTROL.sub(_escaped, text) if _CONTROL.search(text) else text
-
-
-def _escaped(match: re.Match) -> str:
-    char = match.group()
-    named = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(char)
-    return named or (f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\u{ord(char):04x}")
+    if not _CONTROL.search(text):
+        return text
+    return _CONTROL.sub(lambda match: ascii(match.group())[1:-1], text)
 
 
 class OneLineFormatter(logging.Formatter):
     """Formats a record as one line: the message escaped; a traceback's lines indented below
-    it, so nothing a client sent can start a line of its own."""
+    it, so nothing a client sent can start a line of its own. Access lines are the message
+    alone; others say level, logger and request id."""
+
+    def __init__(self):
+        super().__init__("%(levelname)s %(name)s [%(request_id)s]: %(message)s")
 
     def format(self, record: logging.LogRecord) -> str:
         record.message = escape(record.getMessage())
-        text = self.formatMessage(record)
+        record.__dict__.setdefault("request_id", "-")
+        text = record.message if record.name == ACCESS else self.formatMessage(record)
         if record.exc_info and not record.exc_text:
             record.exc_text = self.formatException(record.exc_info)
         if record.exc_text:
@@ -67,132 +97,81 @@ class OneLineFormatter(logging.Formatter):
 
 
 class DroppingQueueHandler(logging.handlers.QueueHandler):
-    """A QueueHandler that never blocks a request: when the queue is full (stderr stalled),
-    the line is dropped and counted, and the count is logged once lines flow again."""
+    """Formats a record in the thread that logs it and queues the line; when the queue is full
+    (stderr stalled) the line is dropped and counted, and the count goes before the next line
+    queued. (`Handler.handle` holds the handler's lock around this.)"""
 
-    def __init__(self, log_queue: queue.Queue):
-        super().__init__(log_queue)
-        self.dropped = 0
-        self._lock = threading.Lock()
-
-    def prepare(self, record: logging.LogRecord) -> logging.LogRecord:
-        # the message is merged now (its arguments may change later); a traceback is kept
-        # apart from it, so that the formatter can indent it
-        record = copy.copy(record)
-        record.msg = record.message = record.getMessage()
-        record.args = None
-        if record.exc_info:
-            record.exc_text = _plain.formatException(record.exc_info)
-            record.exc_info = None
-        return record
+    dropped = 0
 
     def enqueue(self, record: logging.LogRecord) -> None:
         try:
-            self.queue.put_nowait(record)
-        except queue.Full:
-            with self._lock:
-                self.dropped += 1
-
-    def take_dropped(self) -> int:
-        with self._lock:
-            dropped, self.dropped = self.dropped, 0
-        return dropped
-
-
-class ReportingListener(logging.handlers.QueueListener):
-    """A QueueListener that says how many lines were dropped while the queue was full."""
-
-    def __init__(self, log_queue, handler, producer: DroppingQueueHandler):
-        super().__init__(log_queue, handler, respect_handler_level=True)
-        self.producer = producer
-
-    def handle(self, record: logging.LogRecord) -> None:
-        dropped = self.producer.take_dropped()
-        if dropped:
-            warning = logging.makeLogRecord(
-                {
+            if self.dropped:
+                warning = {
                     "name": "people_service",
                     "levelno": logging.WARNING,
                     "levelname": "WARNING",
-                    "msg": "%d log lines were dropped: stderr did not keep up",
-                    "args": (dropped,),
                 }
-            )
-            super().handle(warning)
-        super().handle(record)
+                warning["msg"] = f"{self.dropped} log lines were dropped: stderr did not keep up"
+                self.queue.put_nowait(self.prepare(logging.makeLogRecord(warning)))
+                self.dropped = 0
+            self.queue.put_nowait(record)
+        except queue.Full:
+            self.dropped += 1
 
 
-_installed: DroppingQueueHandler | None = None
-_listener: ReportingListener | None = None
-_install_lock = threading.Lock()
+_handler: DroppingQueueHandler | None = None
+_listener: logging.handlers.QueueListener | None = None
+_lock = threading.Lock()
 
 
-def install(stream=None, level: int = logging.INFO) -> None:
-    """Send the people_service logs through a bounded queue to `stream` (stderr), once per
-    process: access lines as they are, other lines with level, logger and request id."""
-    global _installed
-    with _install_lock:
-        if _installed is not None:
+def operator_configured() -> bool:
+    """Whether logging is set up already (handlers on the root or the people_service logger):
+    then the service's lines go where that configuration says."""
+    return bool(logging.getLogger().handlers or logging.getLogger("people_service").handlers)
+
+
+def install() -> None:
+    """Unless logging is configured already (operator_configured), see `take_over`."""
+    if not operator_configured():
+        take_over()
+
+
+def take_over() -> None:
+    """Write the people_service logs to stderr, once per process, and only there (they do not
+    propagate to handlers the root logger may get later, as from waitress-serve): access lines
+    as they are, others with level, logger and request id. A no-op when the people_service
+    logger has handlers."""
+    global _handler
+    if _handler is not None:
+        return
+    with _lock:
+        package = logging.getLogger("people_service")
+        if package.handlers:
             return
         from .web.lifecycle import RequestIdFilter  # the request id of the line, if any
 
-        output = logging.StreamHandler(stream) if stream else _Stderr()
-        output.setFormatter(_Formatters())
-        producer = DroppingQueueHandler(queue.Queue(QUEUE_SIZE))
-        producer.addFilter(RequestIdFilter())
-        _start(producer, output)
-        atexit.register(_stop)  # writes what is queued before the process ends
+        _handler = DroppingQueueHandler(queue.Queue(QUEUE_SIZE))
+        _handler.setFormatter(OneLineFormatter())
+        _handler.addFilter(RequestIdFilter())
+        output = logging.StreamHandler()  # sys.stderr
+        _start(output)
+        atexit.register(_stop)
         # a forked worker (gunicorn) has no listener thread: it starts its own
-        os.register_at_fork(after_in_child=lambda: _start(producer, output))
-        package = logging.getLogger("people_service")
-        package.addHandler(producer)
+        os.register_at_fork(after_in_child=lambda: _start(output))
+        package.addHandler(_handler)
+        package.propagate = False
         if package.level == logging.NOTSET:
-            package.setLevel(level)
-        _installed = producer
+            package.setLevel(logging.INFO)
 
 
-def _start(producer: DroppingQueueHandler, output: logging.Handler) -> None:
+def _start(output: logging.Handler) -> None:
     global _listener
-    producer.queue = queue.Queue(QUEUE_SIZE)  # a fresh one: a fork copies locks as they were
-    _listener = ReportingListener(producer.queue, output, producer)
+    _handler.queue = queue.Queue(QUEUE_SIZE)  # a fresh one: a fork copies locks as they were
+    _listener = logging.handlers.QueueListener(_handler.queue, output)
     _listener.start()
 
 
 def _stop() -> None:
-    if _listener is not None:
+    """Writes what is queued before the process ends (unless stderr is stalled: then it is lost)."""
+    with contextlib.suppress(queue.Full):
         _listener.stop()
-
-
-def operator_configured() -> bool:
-    """Whether whoever runs the app set up logging (handlers on the root or our logger)."""
-    return bool(logging.getLogger().handlers or logging.getLogger("people_service").handlers)
-
-
-class _Stderr(logging.StreamHandler):
-    """Writes to whatever sys.stderr is when a line is written (a test or a daemonizing
-    server may have replaced the one there was at start-up)."""
-
-    def __init__(self):
-        super().__init__(sys.stderr)
-
-    @property
-    def stream(self):
-        return sys.stderr
-
-    @stream.setter
-    def stream(self, value):
-        pass
-
-
-class _Formatters(logging.Formatter):
-    """Access lines as they are; everything else with level, logger and request id."""
-
-    def __init__(self):
-        super().__init__()
-        self.access = OneLineFormatter("%(message)s")
-        self.other = OneLineFormatter("%(levelname)s %(name)s [%(request_id)s]: %(message)s")
-
-    def format(self, record: logging.LogRecord) -> str:
-        if not hasattr(record, "request_id"):
-            record.request_id = "-"
-        return (self.access if record.name == ACCESS else self.other).format(record)

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import itertools
 import logging
 import re
 import time
 import uuid
 
 from flask import Flask, g, has_request_context, request
-from flask.sessions import SessionInterface
 from werkzeug.exceptions import (
     HTTPException,
     NotFound,
@@ -20,10 +18,9 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 from werkzeug.routing import RequestRedirect
 from werkzeug.wrappers import Response
 
-from ..errors import BadRequest, ServiceError
-from ..logs import escape, redact
+from .. import logs
+from ..errors import BadRequest
 from . import services
-from .caller import peek_caller
 from .pages import secure
 
 access_log = logging.getLogger("people_service.access")
@@ -59,20 +56,11 @@ class MethodOverride:
         return self.app(environ, start_response)
 
 
-# Request ids: a random prefix per process and a counter, unique without a syscall per request.
-_ID_PREFIX = uuid.uuid4().hex[:16]
-_id_counter = itertools.count(1)
-
-
-def new_request_id() -> str:
-    return f"{_ID_PREFIX}{next(_id_counter):016x}"
-
-
 def start_request() -> None:
     state, req = g._get_current_object(), request._get_current_object()
     state.started = time.perf_counter()
     given = req.headers.get("X-Request-ID")
-    state.request_id = given if given and _REQUEST_ID.fullmatch(given) else new_request_id()
+    state.request_id = given if given and _REQUEST_ID.fullmatch(given) else uuid.uuid4().hex
     refused = req.environ.get(REFUSED)
     if refused is not None:
         raise refusal(*refused)
@@ -96,7 +84,7 @@ def refusal(status: int, detail: str | None = None) -> HTTPException:
 
 def finish_request(response: Response) -> Response:
     state, req = g._get_current_object(), request._get_current_object()
-    request_id = state.get("request_id") or new_request_id()
+    request_id = state.get("request_id") or uuid.uuid4().hex
     headers = response.headers
     if response.status_code in BODILESS:
         # werkzeug gives every Response a default text/plain type; these answers have no body
@@ -110,16 +98,13 @@ def finish_request(response: Response) -> Response:
         # data for one caller: caches may keep it only privately, and must revalidate (ETag)
         headers["Cache-Control"] = "private, no-cache"
     if access_log.isEnabledFor(logging.INFO):
-        if caller is None and "caller" not in state:
-            caller = _logged_caller()
         elapsed = (time.perf_counter() - state.get("started", time.perf_counter())) * 1000
-        path = req.full_path.rstrip("?") if req.query_string else req.path
-        # the method and path are the client's text: a newline in them must not end the line,
-        # and a key or password put in the URL must not be kept
+        # the caller only if this request authenticated one: a look-up for the log would count
+        # a use; the method and URL are the client's text, made one field each (logs.logged_url)
         access_log.info(
             f"{time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime())} {request_id} "
-            f"{caller.name if caller else '-'} {escape(req.method)} {escape(redact(path))} "
-            f"{response.status_code} {elapsed:.1f}ms"
+            f"{caller.name if caller else '-'} {logs.logged_url(req.method)} "
+            f"{logs.logged_url(req.path, req.query_string)} {response.status_code} {elapsed:.1f}ms"
         )
     return response
 
@@ -130,28 +115,6 @@ class RequestIdFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         record.request_id = g.get("request_id", "-") if has_request_context() else "-"
         return True
-
-
-def _logged_caller():
-    """The caller for the access log, also on routes that never asked (404, open endpoints)."""
-    if "caller" in g:
-        return g.caller
-    if "X-API-Key" not in request.headers and "Authorization" not in request.headers:
-        return None
-    try:
-        return peek_caller()
-    except ServiceError:
-        return None
-
-
-class NoSessions(SessionInterface):
-    """The API keeps no state between requests, so no cookie session is opened or saved."""
-
-    def open_session(self, app, request):
-        return None  # Flask then uses its null session
-
-    def save_session(self, app, session, response):
-        pass
 
 
 class TrustedProxy:
@@ -187,7 +150,10 @@ class App(Flask):
 
 
 def init_app(app) -> None:
-    app.session_interface = NoSessions()
+    if not logs.operator_configured():
+        # whoever serves the app (waitress-serve, gunicorn) may configure logging after loading
+        # it: the app's own lines are set up by its first request, as they were decided now
+        app.before_request(logs.take_over)
     app.teardown_request(release_connection)
     app.wsgi_app = MethodOverride(app.wsgi_app)
     if app.config["TRUSTED_PROXY"]:
