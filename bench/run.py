@@ -35,8 +35,8 @@ the min-max of the per-round ratios (the two scenarios of a round ran minutes ap
 the p99 of the multi-process servers against one process's; metrics' share of a request
 (1 - on / off); every process's peak RSS (VmHWM) and the listening sockets of the
 multi-process servers (one per worker with SO_REUSEPORT). `--only` keeps the scenarios whose
-name contains one of the texts (any case). --rounds 3 --duration 3 takes about three minutes
-on 2 cores. Needs wrk (apt-get install wrk).
+name contains one of the texts (any case). On 2 cores the defaults take about five minutes,
+--rounds 3 --duration 3 about two and a half. Needs wrk (apt-get install wrk).
 """
 
 from __future__ import annotations
@@ -161,6 +161,20 @@ def machine() -> str:
     cores = len(os.sched_getaffinity(0))  # what nproc says
     load = " ".join(Path("/proc/loadavg").read_text().split()[:3])
     return f"{now}; nproc {cores}; {model}; Python {sys.version.split()[0]}; load {load}"
+
+
+def code_measured() -> str:
+    """Which people_service the servers import, and the commit of this checkout."""
+    where = subprocess.run(
+        [sys.executable, "-c", "import people_service; print(people_service.__file__)"],
+        env=clean_environment(),
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    commit = subprocess.run(
+        ["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True, text=True
+    ).stdout.strip()
+    return f"people_service from {where or '?'}; {ROOT} at {commit or '?'}"
 
 
 def free_port() -> int:
@@ -374,8 +388,10 @@ def our_ticks(servers: dict) -> int:
 APP_HEADERS = ("Content-Type", "ETag", "Cache-Control", "X-RateLimit-Limit")
 
 
-def ask(url: str, scenario: Scenario, key: str | None):
-    headers = {"X-API-Key": key} if key and scenario.authenticated else {}
+def ask(url: str, scenario: Scenario, key: str, always: bool = False):
+    """(status, headers, body) of the scenario's request; the key only when it is
+    authenticated, or `always`."""
+    headers = {"X-API-Key": key} if scenario.authenticated or always else {}
     data = None
     if scenario.body is not None:
         data = scenario.body.encode()
@@ -389,34 +405,27 @@ def ask(url: str, scenario: Scenario, key: str | None):
 
 
 def check_answers(scenarios: list[Scenario], servers: dict, key: str) -> None:
-    """Every scenario answers 2xx; the service as its one process does, with the rate-limit
-    headers; the floors the same data. Raises otherwise."""
-    reference = {}
-    for scenario in sorted(scenarios, key=lambda s: s.server != "serve"):
+    """Every scenario answers 2xx, the service's with the rate-limit headers; on another server
+    as serve answers the same request (the floors: the same data). Raises otherwise."""
+    for scenario in scenarios:
         status, headers, body = ask(servers[scenario.server].url, scenario, key)
         if not 200 <= status < 300:
             raise RuntimeError(f"{scenario.name}: status {status}: {body[:300]!r}")
-        value = json.loads(body)
+        if scenario.authenticated and "X-RateLimit-Limit" not in headers:
+            raise RuntimeError(f"{scenario.name}: no rate-limit header: is the key limited?")
         if scenario.server == "serve":
-            if "X-RateLimit-Limit" not in headers:
-                raise RuntimeError(f"{scenario.name}: no rate-limit header: is the key limited?")
-        if isinstance(value, dict) and scenario.body == MESSAGE_BODY:
-            value = {k: v for k, v in value.items() if k not in ("id", "created_at")}
-        answer = (value, {name: headers.get(name) for name in APP_HEADERS})
-        same = "graphql" if "graphql" in scenario.path else (scenario.path, scenario.body)
-        if scenario.server == "serve":
-            reference[same] = answer
-        elif scenario.server == "strawberry":
-            if value.get("data") != reference[same][0]["data"]:
-                raise RuntimeError(f"{scenario.name}: {value} is not {reference[same][0]}")
+            continue
+        _, expected_headers, expected = ask(servers["serve"].url, scenario, key, always=True)
+        got, want = json.loads(body), json.loads(expected)
+        if scenario.server == "strawberry":
+            got, want = got.get("data"), want["data"]
         elif scenario.server == "flask-floor":
-            if value["name"] != reference[same][0]["name"]:
-                raise RuntimeError(f"{scenario.name}: {value} is not {reference[same][0]}")
-        elif answer != reference.get(same, answer):
-            raise RuntimeError(
-                f"{scenario.name} answers otherwise than one process:\n"
-                f"  {answer}\n  {reference[same]}"
-            )
+            got, want = (got["id"], got["name"]), (want["id"], want["name"])
+        else:
+            got = (got, {name: headers.get(name) for name in APP_HEADERS})
+            want = (want, {name: expected_headers.get(name) for name in APP_HEADERS})
+        if got != want:
+            raise RuntimeError(f"{scenario.name}: answers\n  {got}\nwhere serve answers\n  {want}")
 
 
 def metrics_missing(servers: dict, admin_key: str) -> str | None:
@@ -572,6 +581,7 @@ def main() -> int:
         scenarios = [s for s in scenarios if any(text in s.name.lower() for text in texts)]
     started = time.monotonic()
     print(machine(), flush=True)
+    print(code_measured(), flush=True)
     work = Path(tempfile.mkdtemp(prefix="people-bench-"))
     db, people = work / "people.db", work / "people.json"
     people.write_text(json.dumps(people_document()))
