@@ -315,17 +315,24 @@ def settle(server: Server) -> None:
 
 
 def stop(servers: dict) -> None:
-    for server in servers.values():
-        if server.process and server.process.poll() is None:
-            server.process.terminate()
-    for server in servers.values():
-        if server.process is None:
-            continue
+    """SIGTERM to each server's process group (its workers too), SIGKILL to what is left."""
+
+    def signal_group(server: Server, number: int) -> None:
+        try:
+            os.killpg(server.process.pid, number)
+        except ProcessLookupError:
+            pass
+
+    started = [server for server in servers.values() if server.process]
+    for server in started:
+        signal_group(server, signal.SIGTERM)
+    for server in started:
         try:
             server.process.wait(30)
         except subprocess.TimeoutExpired:
-            os.killpg(server.process.pid, signal.SIGKILL)
-            server.process.wait()
+            pass
+        signal_group(server, signal.SIGKILL)
+        server.process.wait()
 
 
 def listening_sockets(port: int) -> int:
@@ -571,6 +578,7 @@ def main() -> int:
         "--threads", type=int, default=8, help="per serve process and the Flask floor"
     )
     parser.add_argument("--only", help="comma-separated texts: the scenarios whose name has one")
+    parser.add_argument("--keep", action="store_true", help="keep the work directory")
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         parser.error("needs wrk (apt-get install wrk)")
@@ -658,13 +666,20 @@ def main() -> int:
                 rss[label] = peak_rss_mib(pid)
             if name in ("workers", "gunicorn", "gunicorn-redis"):
                 sockets[name] = listening_sockets(server.port)
+    except BaseException:
+        print(f"(stopped: the servers' logs are in {work})", file=sys.stderr)
+        raise
     finally:
         stop(servers)
 
     print_report(args, scenarios, results, skipped, rss, sockets)
-    (work / "results.json").write_text(json.dumps(results, indent=1))
     print()
-    print(f"{machine()}; took {time.monotonic() - started:.0f} s; work files in {work}")
+    print(f"{machine()}; took {time.monotonic() - started:.0f} s")
+    if args.keep:
+        (work / "results.json").write_text(json.dumps(results, indent=1))
+        print(f"work files (database, server logs, results.json) in {work}")
+    else:
+        shutil.rmtree(work, ignore_errors=True)
     return 0
 
 
