@@ -116,7 +116,7 @@ def main() -> int:
     db, people = work / "people.db", work / "people.json"
     people.write_text(json.dumps(run.people_document()))
     print("building the benchmark's database ...", flush=True)
-    cli = [str(Path(sys.executable).with_name("people-service"))]
+    cli = [run.tool("people-service")]
     key = run.prepare_database(cli, db, people, run.clean_environment(), run.ROOT)[0]
     servers, skipped = run.servers_for({s.server for s in chosen}, db, work, 8)
     results = {}

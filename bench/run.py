@@ -241,11 +241,14 @@ def redis_answers(uri: str) -> bool:
         return False
 
 
+def tool(name: str) -> str | None:
+    """A command of this Python's environment (the venv), else of PATH."""
+    return shutil.which(name, path=str(Path(sys.executable).parent)) or shutil.which(name)
+
+
 def servers_for(names: set[str], db: Path, work: Path, threads: int) -> tuple[dict, dict]:
     """(name -> Server not started yet, name -> why it is skipped)."""
-    bin_dir = Path(sys.executable).parent
-    service = shutil.which("people-service", path=str(bin_dir)) or shutil.which("people-service")
-    gunicorn = shutil.which("gunicorn", path=str(bin_dir)) or shutil.which("gunicorn")
+    service, gunicorn = tool("people-service"), tool("gunicorn")
     peers = ("fastapi", "strawberry", "uvicorn")
     skipped = {}
     if gunicorn is None:
@@ -254,6 +257,7 @@ def servers_for(names: set[str], db: Path, work: Path, threads: int) -> tuple[di
         skipped["gunicorn-redis"] = f"no Redis answers at {REDIS}"
     if not all(importlib.util.find_spec(name) for name in peers):
         skipped["strawberry"] = "needs: pip install fastapi strawberry-graphql uvicorn"
+    skipped = {name: reason for name, reason in skipped.items() if name in names}
     servers = {}
     for name in sorted(names - skipped.keys()):
         port = free_port()
@@ -594,9 +598,9 @@ def main() -> int:
     db, people = work / "people.db", work / "people.json"
     people.write_text(json.dumps(people_document()))
     print(f"importing {PEOPLE} people, {FRIENDS} friends each ...", flush=True)
-    bin_dir = Path(sys.executable).parent
-    cli = [shutil.which("people-service", path=str(bin_dir)) or "people-service"]
-    key, admin_key = prepare_database(cli, db, people, clean_environment(), ROOT)
+    key, admin_key = prepare_database(
+        [tool("people-service")], db, people, clean_environment(), ROOT
+    )
     needed = {s.server for s in scenarios} | {"serve"}
     servers, skipped = servers_for(needed, db, work, args.threads)
     results: dict[str, list[dict]] = {}
