@@ -167,6 +167,7 @@ def code_measured() -> str:
     """Which people_service the servers import, and the commit of this checkout."""
     where = subprocess.run(
         [sys.executable, "-c", "import people_service; print(people_service.__file__)"],
+        cwd="/",  # as the console script imports it: not from the current directory
         env=clean_environment(),
         capture_output=True,
         text=True,
