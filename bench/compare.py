@@ -5,8 +5,8 @@ Usage: python bench/compare.py OLD NEW [NEW ...] [--rounds 5] [--duration 5] [--
 Each REV is exported (git archive) into a temporary directory and prepared with commands every
 revision's CLI has: `import` of bench/run.py's 10,000 people into a fresh database of its own,
 then `keys create` of a key with its own rate limit (so no revision's first start loads a demo
-or prints a demo key). Each is served by `serve` (waitress, one process, 4 threads by default,
-limits in memory://, the access log on), importing its own people_service (checked). The
+or prints a demo key). Each is served by `serve` (one process, --threads 8 by default,
+every setting at that revision's default), importing its own people_service (checked). The
 scenarios: GET /person/42, GraphQL one person by GET, the nested GraphQL query (4,440 people)
 by POST, POST /message; every answer is checked before any load. After a warm-up, each round
 runs every scenario on every revision, rotating which revision goes first. A REV given twice
@@ -101,11 +101,8 @@ class Version:
         self.commit = git("rev-parse", "--verify", f"{rev}^{{commit}}")
         self.tree = work / f"v{index}-{self.commit[:7]}"
         export(self.commit, self.tree)
-        self.env = clean_environment(
-            PYTHONPATH=str(self.tree),
-            PEOPLE_SERVICE_RATE_LIMIT_STORAGE="memory://",
-            PEOPLE_SERVICE_LOG_LEVEL="INFO",  # the access log is on
-        )
+        # every setting at the revision's default, as a user gets it (access log, limit storage)
+        self.env = clean_environment(PYTHONPATH=str(self.tree))
         self.db = self.tree.with_suffix(".db")
         cli = [sys.executable, "-c", LAUNCH]
         self.key = prepare_database(cli, self.db, people, self.env, self.tree)[0]
@@ -165,7 +162,7 @@ def main() -> int:
     parser.add_argument("--duration", type=int, default=5, help="seconds per wrk run")
     parser.add_argument("--warmup", type=int, default=1, help="seconds per scenario, not counted")
     parser.add_argument("--connections", type=int, default=16)
-    parser.add_argument("--threads", type=int, default=4, help="waitress threads")
+    parser.add_argument("--threads", type=int, default=8, help="serve --threads")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
     args = parser.parse_args()
     if shutil.which("wrk") is None:
@@ -240,8 +237,8 @@ def main() -> int:
     base = versions[0].label
     print()
     print(
-        f"{args.rounds} rounds x {args.duration} s, wrk -t1 -c{args.connections}, waitress "
-        f"threads={args.threads}, versions interleaved; medians of the rounds; ratios to "
+        f"{args.rounds} rounds x {args.duration} s, wrk -t1 -c{args.connections}, serve "
+        f"--threads {args.threads}, versions interleaved; medians of the rounds; ratios to "
         f"{base}; paired: min-max of each round's req/s over {base}'s in that round"
     )
     print()
