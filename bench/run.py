@@ -562,6 +562,8 @@ def print_report(args, scenarios, results, skipped, rss, sockets) -> None:
     print()
     print("Peak RSS (VmHWM), MiB: " + ", ".join(f"{n} {mib:.1f}" for n, mib in rss.items()))
     print("Listening sockets: " + ", ".join(f"{n} {count}" for n, count in sockets.items()))
+    if sockets.get("workers", 2) < 2:
+        print("(serve --workers 2 shares one socket: its workers have no SO_REUSEPORT socket each)")
     print()
     print("Per round, req/s:")
     for scenario in scenarios:
