@@ -1,17 +1,26 @@
-"""Run `python bench/compare.py REV [REV ...] [--rounds 5] [--duration 5]` (e.g. a4f81ee 3276e4c
-HEAD; the first REV is the base) to serve each commit from its own export in a temporary
-directory, on its own fresh database of the same data, load them all with wrk in one interleaved
-run and print req/s, p50 and p99 per version and scenario with their ratios to the base."""
+"""Serve several git revisions side by side and load them in one interleaved wrk run.
+
+Usage: python bench/compare.py OLD NEW [NEW ...] [--rounds 5] [--duration 5] [--keep]
+
+Each REV is exported (git archive) into a temporary directory and prepared with commands every
+revision's CLI has: `import` of bench/run.py's 10,000 people into a fresh database of its own,
+then `keys create` of a key with its own rate limit (so no revision's first start loads a demo
+or prints a demo key). Each is served by `serve` (one process, --threads 8 by default,
+every setting at that revision's default), importing its own people_service (checked). The
+scenarios: GET /person/42, GraphQL one person by GET, the nested GraphQL query (4,440 people)
+by POST, POST /message; every answer is checked before any load. After a warm-up, each round
+runs every scenario on every revision, rotating which revision goes first. A REV given twice
+(`compare.py OLD NEW NEW`) is an A/A control: the gap between its two copies is the run's noise.
+Prints req/s, p50 and p99 per scenario and revision (medians), with ratios to the first REV
+and the min-max of the per-round ratios.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import re
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -19,24 +28,33 @@ import tarfile
 import tempfile
 import time
 import urllib.error
-import urllib.parse
 import urllib.request
 from pathlib import Path
 
-# the same people as bench/run.py (this script runs from bench/, beside it)
-from run import PEOPLE, people_document
+# bench/run.py's data, key and wrk (this script runs from bench/, beside it)
+from run import (
+    MESSAGE_BODY,
+    ONE_PERSON_PATH,
+    PEOPLE,
+    clean_environment,
+    free_port,
+    lua_post,
+    people_document,
+    prepare_database,
+    wrk,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
-ONE_PERSON = '{ person(id: "42") { name address { city } } }'
-MESSAGE = {"person_id": "42", "content": "Hello from wrk"}
-SECRET = "compare-secret-0123456789-0123456789-0123"
+NESTED_QUERY = (
+    "{ people(limit: 40) { name friends(limit: 10) { name friends(limit: 10) { name } } } }"
+)
+NESTED_OBJECTS = 40 + 40 * 10 + 40 * 10 * 10
 # run in each server process: say which people_service it imported, then be `people-service`
 LAUNCH = (
     "import sys, people_service, people_service.cli as cli; "
     "print('people_service imported from', people_service.__file__, flush=True); "
     "sys.argv[0] = 'people-service'; sys.exit(cli.main())"
 )
-UNITS = {"us": 0.001, "ms": 1.0, "s": 1000.0}
 
 
 def git(*args: str) -> str:
@@ -45,10 +63,10 @@ def git(*args: str) -> str:
     ).stdout.strip()
 
 
-def export(rev: str, commit: str, into: Path) -> None:
+def export(commit: str, into: Path) -> None:
     """The tracked files of `commit` in `into` (git archive: no worktree to clean up)."""
     into.mkdir(parents=True)
-    archive = into.parent / f"{rev}.tar"
+    archive = into.with_suffix(".tar")
     with open(archive, "wb") as out:
         subprocess.run(["git", "-C", str(ROOT), "archive", commit], stdout=out, check=True)
     with tarfile.open(archive) as tar:
@@ -56,57 +74,23 @@ def export(rev: str, commit: str, into: Path) -> None:
     archive.unlink()
 
 
-def environment(tree: Path) -> dict:
-    """The same settings for every version, none inherited from the caller's PEOPLE_SERVICE_*."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PEOPLE_SERVICE_")}
-    env.update(
-        PYTHONPATH=str(tree),
-        PEOPLE_SERVICE_SECRET_KEY=SECRET,
-        PEOPLE_SERVICE_RATE_LIMIT_STORAGE="memory://",
-        PEOPLE_SERVICE_LOG_LEVEL="INFO",  # the access log is on (INFO)
-    )
-    return env
+def count_objects(value) -> int:
+    """The JSON objects in `value`, itself included."""
+    if isinstance(value, list):
+        return sum(count_objects(item) for item in value)
+    if isinstance(value, dict):
+        return 1 + sum(count_objects(item) for item in value.values())
+    return 0
 
 
-def command(tree: Path, *args: str) -> str:
-    """Run `people-service ARGS` from `tree`, with that tree's code; its stdout."""
-    done = subprocess.run(
-        [sys.executable, "-c", LAUNCH, *args],
-        cwd=tree,
-        env=environment(tree),
-        capture_output=True,
-        text=True,
-    )
-    if done.returncode:
-        raise RuntimeError(f"{tree.name}: people-service {args[0]} failed:\n{done.stderr}")
-    return done.stdout
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def request(url: str, key: str, body: dict | None = None) -> tuple[int, dict]:
-    data = json.dumps(body).encode() if body is not None else None
+def request(url: str, key: str, body: str | None = None) -> tuple[int, dict]:
     headers = {"X-API-Key": key, "Content-Type": "application/json"}
+    data = body.encode() if body is not None else None
     try:
-        with urllib.request.urlopen(urllib.request.Request(url, data, headers), timeout=5) as r:
+        with urllib.request.urlopen(urllib.request.Request(url, data, headers), timeout=60) as r:
             return r.status, json.load(r)
     except urllib.error.HTTPError as exc:
         return exc.code, {}
-
-
-def wait_ready(url: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            urllib.request.urlopen(url, timeout=1).read()
-            return
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError(f"{url} did not answer")
 
 
 class Version:
@@ -116,47 +100,44 @@ class Version:
         self.rev, self.label = rev, label
         self.commit = git("rev-parse", "--verify", f"{rev}^{{commit}}")
         self.tree = work / f"v{index}-{self.commit[:7]}"
-        export(rev, self.commit, self.tree)
-        self.db = self.tree.parent / f"{self.tree.name}.db"
-        command(self.tree, "import", "--db", str(self.db), str(people))
-        created = command(
-            self.tree,
-            "keys",
-            "create",
-            "--db",
-            str(self.db),
-            "--name",
-            "bench",
-            "--scopes",
-            "read,write",
-            "--rate-limit",
-            "1000000000/minute",
-        )
-        self.key = created.strip().splitlines()[-1]
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = self.tree.parent / f"{self.tree.name}.log"
-        self.stdout = self.tree.parent / f"{self.tree.name}.out"
+        export(self.commit, self.tree)
+        # every setting at the revision's default, as a user gets it (access log, limit storage)
+        self.env = clean_environment(PYTHONPATH=str(self.tree))
+        self.db = self.tree.with_suffix(".db")
+        cli = [sys.executable, "-c", LAUNCH]
+        self.key = prepare_database(cli, self.db, people, self.env, self.tree)[0]
+        self.url = f"http://127.0.0.1:{free_port()}"
+        self.log, self.stdout = self.tree.with_suffix(".log"), self.tree.with_suffix(".out")
         self.server = subprocess.Popen(
-            [sys.executable, "-c", LAUNCH, "serve", "--db", str(self.db)]
-            + ["--port", str(self.port), "--threads", str(threads)],
+            [*cli, "serve", "--db", str(self.db), "--port", self.url.rsplit(":", 1)[1]]
+            + ["--threads", str(threads)],
             cwd=self.tree,
-            env=environment(self.tree),
+            env=self.env,
             stdout=open(self.stdout, "w"),
             stderr=open(self.log, "w"),  # the access log, a line per request
         )
 
     def check(self) -> str:
         """Ask each scenario once; say where the server's people_service came from."""
-        wait_ready(self.url + "/health")
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(self.url + "/health", timeout=1).read()
+                break
+            except OSError:
+                if self.server.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"{self.label} did not start; see {self.log}") from None
+                time.sleep(0.1)
         status, person = request(self.url + "/person/42", self.key)
         assert status == 200 and person["name"] == "Person 42", (self.rev, status, person)
-        one = self.url + "/graphql?" + urllib.parse.urlencode({"query": ONE_PERSON})
-        status, answer = request(one, self.key)
+        status, answer = request(self.url + ONE_PERSON_PATH, self.key)
         assert status == 200 and answer["data"]["person"]["name"] == "Person 42", answer
-        status, page = request(self.url + "/people?limit=100", self.key)
-        assert status == 200 and len(page) == 100, (self.rev, status, len(page))
-        status, sent = request(self.url + "/message", self.key, MESSAGE)
+        status, nested = request(
+            self.url + "/graphql", self.key, json.dumps({"query": NESTED_QUERY})
+        )
+        found = count_objects(nested.get("data")) - 1
+        assert status == 200 and found == NESTED_OBJECTS, (self.rev, status, found)
+        status, sent = request(self.url + "/message", self.key, MESSAGE_BODY)
         assert status == 201 and sent["person_id"] == "42", (self.rev, status, sent)
         imported = self.stdout.read_text().splitlines()[0]
         assert imported.endswith(str(self.tree / "people_service" / "__init__.py")), imported
@@ -172,35 +153,16 @@ class Version:
                 self.server.wait()
 
 
-def wrk(url: str, *, key: str, connections: int, duration: int, script: Path | None) -> dict:
-    args = ["wrk", "-t1", f"-c{connections}", f"-d{duration}s", "--latency"]
-    args += ["-H", f"X-API-Key: {key}"]
-    if script:
-        args += ["-s", str(script)]
-    output = subprocess.run([*args, url], capture_output=True, text=True, check=True).stdout
-    latency = {}
-    for percent in ("50", "99"):
-        value, unit = re.search(rf"^\s+{percent}%\s+([\d.]+)(us|ms|s)$", output, re.M).groups()
-        latency[percent] = float(value) * UNITS[unit]
-    bad = re.search(r"Non-2xx or 3xx responses: (\d+)", output)
-    errors = re.search(r"Socket errors: (.*)", output)
-    return {
-        "rps": float(re.search(r"Requests/sec:\s+([\d.]+)", output).group(1)),
-        "p50": latency["50"],
-        "p99": latency["99"],
-        "non2xx": int(bad.group(1)) if bad else 0,
-        "socket_errors": errors.group(1) if errors else "",
-    }
-
-
 def main() -> int:
-    parser = argparse.ArgumentParser(description=" ".join(__doc__.split()))
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("revs", nargs="+", metavar="REV", help="commits; the first is the base")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--duration", type=int, default=5, help="seconds per wrk run")
     parser.add_argument("--warmup", type=int, default=1, help="seconds per scenario, not counted")
     parser.add_argument("--connections", type=int, default=16)
-    parser.add_argument("--threads", type=int, default=4, help="waitress threads")
+    parser.add_argument("--threads", type=int, default=8, help="serve --threads")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
     args = parser.parse_args()
     if shutil.which("wrk") is None:
@@ -213,11 +175,15 @@ def main() -> int:
     try:
         people = work / "people.json"
         people.write_text(json.dumps(people_document()))
-        message = work / "message.lua"
-        message.write_text(
-            f'wrk.method = "POST"\nwrk.body = {json.dumps(json.dumps(MESSAGE))}\n'
-            'wrk.headers["Content-Type"] = "application/json"\n'
-        )
+        scenarios = {
+            "GET /person/42": ("/person/42", None),
+            "GraphQL GET one person": (ONE_PERSON_PATH, None),
+            "GraphQL POST nested (4,440 people)": (
+                "/graphql",
+                lua_post(work / "nested.lua", json.dumps({"query": NESTED_QUERY})),
+            ),
+            "POST /message": ("/message", lua_post(work / "message.lua", MESSAGE_BODY)),
+        }
         for index, rev in enumerate(args.revs):
             # a REV given again (an A/A control of the noise) is labelled REV#2, REV#3, ...
             seen = args.revs[:index].count(rev)
@@ -226,21 +192,21 @@ def main() -> int:
             versions.append(Version(rev, label, index, work, people, args.threads))
         for version in versions:
             print(f"{version.label} ({version.commit[:10]}): {version.check()}", flush=True)
-        scenarios = {
-            "GET /person/42": ("/person/42", None),
-            "GraphQL GET one person": (
-                "/graphql?" + urllib.parse.urlencode({"query": ONE_PERSON}),
-                None,
-            ),
-            "GET /people?limit=100": ("/people?limit=100", None),
-            "POST /message": ("/message", message),
-        }
-        load = dict(connections=args.connections)
+
+        def load(v: Version, path: str, script: Path | None, duration: int) -> dict:
+            return wrk(
+                v.url + path,
+                connections=args.connections,
+                duration=duration,
+                key=v.key,
+                script=script,
+            )
+
         if args.warmup:
             print(f"warm-up: {args.warmup} s per scenario and version", flush=True)
             for path, script in scenarios.values():
                 for v in versions:
-                    wrk(v.url + path, key=v.key, duration=args.warmup, script=script, **load)
+                    load(v, path, script, args.warmup)
         results = {(name, v.label): [] for name in scenarios for v in versions}
         for number in range(args.rounds):
             # rotate the order of the versions each round, so none always runs first
@@ -249,19 +215,14 @@ def main() -> int:
             print(f"round {number + 1}/{args.rounds}: {' '.join(v.label for v in order)}")
             for name, (path, script) in scenarios.items():
                 for v in order:
-                    run = wrk(
-                        v.url + path, key=v.key, duration=args.duration, script=script, **load
-                    )
+                    run = load(v, path, script, args.duration)
                     results[name, v.label].append(run)
+                    errors = f"  non-2xx {run['non2xx']}" if run["non2xx"] else ""
+                    if run["socket_errors"]:
+                        errors += f"  socket errors {run['socket_errors']}"
                     print(
-                        f"  {name:24} {v.label:10} {run['rps']:8,.0f} req/s  "
-                        f"p50 {run['p50']:6.2f} ms  p99 {run['p99']:6.2f} ms"
-                        + (f"  non-2xx {run['non2xx']}" if run["non2xx"] else "")
-                        + (
-                            f"  socket errors {run['socket_errors']}"
-                            if run["socket_errors"]
-                            else ""
-                        ),
+                        f"  {name:34} {v.label:10} {run['rps']:8,.0f} req/s  "
+                        f"p50 {run['p50']:7.2f} ms  p99 {run['p99']:7.2f} ms{errors}",
                         flush=True,
                     )
         for v in versions:
@@ -273,33 +234,31 @@ def main() -> int:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
 
+    base = versions[0].label
     print()
     print(
-        f"{args.rounds} rounds x {args.duration} s, wrk -t1 -c{args.connections}, waitress "
-        f"threads={args.threads}, versions interleaved; medians of the rounds; ratios to "
-        f"{versions[0].label}; req/s range: lowest..highest round; paired ratios range: "
-        f"lowest..highest of each round's req/s over {versions[0].label}'s in that round"
+        f"{args.rounds} rounds x {args.duration} s, wrk -t1 -c{args.connections}, serve "
+        f"--threads {args.threads}, versions interleaved; medians of the rounds; ratios to "
+        f"{base}; paired: min-max of each round's req/s over {base}'s in that round"
     )
     print()
     print(
-        "| scenario | version | req/s | req/s range | ratio | paired ratios range | p50 ms "
-        "| ratio | p99 ms | ratio | non-2xx |"
+        "| scenario | version | req/s | ratio | paired | p50 ms | ratio | p99 ms | ratio | errors |"
     )
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name in scenarios:
-        base = results[name, versions[0].label]
-        b = {k: statistics.median(r[k] for r in base) for k in ("rps", "p50", "p99")}
+        first = results[name, base]
+        b = {k: statistics.median(r[k] for r in first) for k in ("rps", "p50", "p99")}
         for v in versions:
             runs = results[name, v.label]
             m = {k: statistics.median(r[k] for r in runs) for k in ("rps", "p50", "p99")}
-            low, high = min(r["rps"] for r in runs), max(r["rps"] for r in runs)
-            paired = [r["rps"] / r0["rps"] for r, r0 in zip(runs, base, strict=True)]
-            bad = sum(r["non2xx"] for r in runs)
+            paired = [r["rps"] / r0["rps"] for r, r0 in zip(runs, first, strict=True)]
             print(
-                f"| {name} | {v.label} | {m['rps']:,.0f} | {low:,.0f}..{high:,.0f} "
-                f"| {m['rps'] / b['rps']:.2f} | {min(paired):.2f}..{max(paired):.2f} "
+                f"| {name} | {v.label} | {m['rps']:,.0f} | {m['rps'] / b['rps']:.2f} "
+                f"| {min(paired):.2f}-{max(paired):.2f} "
                 f"| {m['p50']:.2f} | {m['p50'] / b['p50']:.2f} "
-                f"| {m['p99']:.2f} | {m['p99'] / b['p99']:.2f} | {bad} |"
+                f"| {m['p99']:.2f} | {m['p99'] / b['p99']:.2f} "
+                f"| {sum(r['non2xx'] for r in runs)} |"
             )
     if args.keep:
         print(f"(work files in {work})")

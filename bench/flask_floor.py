@@ -30,4 +30,4 @@ def person(person_id):
 
 if __name__ == "__main__":
     logging.getLogger("waitress.queue").setLevel(logging.ERROR)
-    serve(app, host="127.0.0.1", port=int(sys.argv[1]), threads=int(sys.argv[2]), _quiet=True)
+    serve(app, host="127.0.0.1", port=int(sys.argv[1]), threads=int(sys.argv[2]))

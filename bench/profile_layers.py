@@ -1,31 +1,26 @@
-"""Where the time of a request goes: py-spy samples of the server under wrk, summed per layer.
+"""Where a loaded server's time goes: py-spy samples under wrk, summed per module.
 
-Usage: python bench/profile_layers.py [--seconds 10] [--rate 250] [--scenario person,message,floor]
+Usage: python bench/profile_layers.py [--scenario TEXT] [--seconds 10] [--rate 250]
                                      [--all-threads]
 
-It builds the benchmark's database (bench/run.py), starts `people-service serve` and the bare
-Flask + sqlite3 reference (bench/flask_floor.py) with 4 waitress threads, and for each
-scenario loads the server with wrk (16 connections) while `py-spy record --gil` samples the
-thread that holds the GIL (pip install py-spy; it needs ptrace, root here). A sample counts
-for the innermost frame of a known layer: waitress; Flask and werkzeug; the view, service,
-store and SQLite (json included); the rate limit (ratelimit.py, limits, flask-limiter); the
-access log (logs.py, logging, and the part of finish_request that formats the line);
-authentication (caller.py, credentials.py, usage counting, the epoch file); the rest of our
-per-request plumbing (request ids, headers, CORS, query checks). It prints, per layer, the
-share of the samples and the milliseconds of GIL per request (samples / rate / requests in
-the window), and the process's whole CPU time per request (user + system, /proc/PID/stat),
-which also counts what runs without the GIL (SQLite's C code, system calls), and how many
-cores it kept busy. With --all-threads, py-spy samples every thread that is not idle instead
-(a thread waiting for SQLite's write lock or an fsync counts): where the requests' wall time
-goes rather than the GIL's.
+It builds bench/run.py's database, starts the server of each run.py scenario whose name
+is TEXT, or else contains it (any case; default: GET /person/{id} on serve), loads it with wrk
+(16 connections) and meanwhile runs `py-spy record --gil --subprocesses` on it (pip install
+py-spy; it needs ptrace). Every sample is counted twice: for the package of its innermost
+frame (people_service's modules by path, others by top-level name: flask, waitress, limits,
+sqlite3, logging, ...), and for the innermost people_service module on its stack (what asked
+for the time; "none" when the stack has none, e.g. waitress reading a request). It prints each
+one's share of the samples and the milliseconds per request, and the processes' whole CPU time
+per request (user + system, from /proc), which also counts what runs without the GIL. With
+--all-threads, py-spy samples every thread that is not idle instead of the GIL's holder: where
+the requests' wall time goes rather than the GIL's.
 """
 
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
-import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -34,169 +29,127 @@ import time
 from collections import Counter
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "bench"))
+import run  # the benchmark's database, servers and wrk (this script runs beside it)
 
-import run  # noqa: E402  (the benchmark's database, servers and wrk)
-
-from people_service.web import lifecycle  # noqa: E402
-
-# Innermost frame first: the first frame whose file matches names the layer.
-LAYERS = [
-    ("access log", ("/people_service/logs.py", "/logging/")),
-    (
-        "rate limit",
-        ("/people_service/web/ratelimit.py", "/limits/", "/flask_limiter/", "/store/counters.py"),
-    ),
-    (
-        "authentication",
-        (
-            "/people_service/web/caller.py",
-            "/people_service/credentials.py",
-            "/people_service/usage.py",
-            "/people_service/store/beside.py",
-            "/jwt/",
-        ),
-    ),
-    (
-        "view, service, store, SQLite",
-        (
-            "/people_service/rest/",
-            "/people_service/service.py",
-            "/people_service/store/",
-            "/people_service/schemas.py",
-            "/people_service/web/jsonio.py",
-            "/people_service/graphql/",
-            "/sqlite_utils/",
-            "/sqlite3/",
-            "/json/",
-            "/marshmallow/",
-            "/graphql/",
-            "/ariadne/",
-            "/bench/flask_floor.py",
-        ),
-    ),
-    ("our plumbing: request ids, headers, CORS, query checks", ("/people_service/",)),
-    ("Flask, werkzeug", ("/flask/", "/werkzeug/", "/flask_cors/")),
-    ("waitress", ("/waitress/",)),
-]
-OTHER = "other (threads, queues, stdlib)"
+PACKAGE = re.compile(r"python3\.\d+/(?:(?:site|dist)-packages/)?([^/]+)")
 
 
-def access_log_lines() -> tuple[str, int, int]:
-    """finish_request's file and the lines that build and log the access line."""
-    lines, first = inspect.getsourcelines(lifecycle.finish_request)
-    start = next(i for i, text in enumerate(lines) if "access_log.isEnabledFor" in text)
-    return inspect.getsourcefile(lifecycle.finish_request), first + start, first + len(lines)
+def module_of(path: str) -> str:
+    if "/people_service/" in path:
+        return "people_service/" + path.rsplit("/people_service/", 1)[1]
+    found = PACKAGE.search(path)
+    if found:
+        return found.group(1).removesuffix(".py")
+    return path.removeprefix(str(run.ROOT) + "/")  # bench/flask_floor.py
 
 
-def layer_of(stack: list[str], finish: tuple[str, int, int]) -> str:
-    """The layer of one sample: frames outermost first, each 'function (file:line)'."""
-    for frame in reversed(stack):
-        location = frame[frame.rfind("(") + 1 : -1]
-        path, _, line = location.rpartition(":")
-        if path == finish[0] and line.isdigit() and finish[1] <= int(line) < finish[2]:
-            return "access log"
-        for layer, markers in LAYERS:
-            if any(marker in path for marker in markers):
-                return layer
-    return OTHER
-
-
-def cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def profile(server: dict, scenario: run.Scenario, key: str, args, work: Path) -> dict:
-    """Load `server` with wrk while py-spy samples it; returns requests, samples, CPU."""
-    script = None
-    if scenario.body is not None:
-        script = run.lua_post(work / f"{scenario.server}-profile.lua", scenario.body)
-    target = server["url"] + scenario.path
-    credential = key if scenario.authenticated else None
+def profile(server: run.Server, scenario: run.Scenario, key: str, args, work: Path) -> dict:
+    """Load `server` with wrk while py-spy samples it: rps, requests, both counts, CPU s."""
+    script = run.lua_post(work / "profile.lua", scenario.body) if scenario.body else None
 
     def load(seconds: int, into: dict) -> None:
+        credential = key if scenario.authenticated else None
         into.update(
-            run.wrk(target, connections=16, duration=seconds, key=credential, script=script)
+            run.wrk(
+                server.url + scenario.path,
+                connections=16,
+                duration=seconds,
+                key=credential,
+                script=script,
+            )
         )
 
     load(2, {})  # warm up
     run.settle(server)
-    pid = server["process"].pid
-    output = work / f"{scenario.server}-{args.rate}.txt"
+    output = work / f"{server.name}.txt"
     result: dict = {}
     loader = threading.Thread(target=load, args=(args.seconds + 2, result))
     loader.start()
     time.sleep(1)  # py-spy samples the middle of the load
-    cpu_before = cpu_seconds(pid)
+    cpu = sum(run.process_ticks(pid) for pid in server.pids())
     subprocess.run(
-        ["py-spy", "record", "--full-filenames", "--format", "raw"]
+        ["py-spy", "record", "--full-filenames", "--format", "raw", "--subprocesses"]
         + ([] if args.all_threads else ["--gil"])
         + ["--rate", str(args.rate), "--duration", str(args.seconds)]
-        + ["--pid", str(pid), "--output", str(output)],
+        + ["--pid", str(server.process.pid), "--output", str(output)],
         check=True,
         capture_output=True,
     )
-    cpu = cpu_seconds(pid) - cpu_before
+    cpu = (sum(run.process_ticks(pid) for pid in server.pids()) - cpu) / run.HZ
     loader.join()
     run.settle(server)
-    finish = access_log_lines()
-    layers: Counter = Counter()
+    inner, asker = Counter(), Counter()
     for line in output.read_text().splitlines():
         stack, _, count = line.rpartition(" ")
-        layers[layer_of(stack.split(";"), finish)] += int(count)
-    requests = result["rps"] * args.seconds
-    return {"rps": result["rps"], "requests": requests, "layers": layers, "cpu": cpu}
+        paths = [frame[frame.rfind("(") + 1 : -1].rpartition(":")[0] for frame in stack.split(";")]
+        modules = [module_of(path) for path in paths if path]
+        if not modules:
+            continue
+        inner[modules[-1]] += int(count)
+        ours = [m for m in modules if m.startswith("people_service/")]
+        asker[ours[-1] if ours else "none"] += int(count)
+    return {
+        "rps": result["rps"],
+        "requests": result["rps"] * args.seconds,
+        "inner": inner,
+        "asker": asker,
+        "cpu": cpu,
+    }
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--scenario", default="GET /person/{id}")
     parser.add_argument("--seconds", type=int, default=10)
     parser.add_argument("--rate", type=int, default=250, help="py-spy samples per second")
-    parser.add_argument("--scenario", default="person,message,floor")
     parser.add_argument("--all-threads", action="store_true", help="not only the GIL's holder")
     args = parser.parse_args()
+    text = args.scenario.lower()
+    chosen = [s for s in run.SCENARIOS if text == s.name.lower()]
+    chosen = chosen or [s for s in run.SCENARIOS if text in s.name.lower()]
+    if not chosen:
+        parser.error(f"no scenario of bench/run.py has {args.scenario!r} in its name")
 
-    message = json.dumps({"person_id": "42", "content": "Hello from wrk"})
-    known = {
-        "person": run.Scenario(run.PERSON, "one", "/person/4242"),
-        "message": run.Scenario(run.MESSAGE, "one", "/message", message),
-        "graphql-one": run.Scenario(run.ONE_PERSON, "one", run.ONE_PERSON_PATH),
-        "floor": run.Scenario(run.FLOOR, "floor", "/person/4242", authenticated=False),
-    }
-    chosen = [known[name.strip()] for name in args.scenario.split(",")]
     work = Path(tempfile.mkdtemp(prefix="people-profile-"))
+    db, people = work / "people.db", work / "people.json"
+    people.write_text(json.dumps(run.people_document()))
     print("building the benchmark's database ...", flush=True)
-    key = run.build_database(work / "people.db")
-    servers: dict = {}
+    cli = [run.tool("people-service")]
+    key = run.prepare_database(cli, db, people, run.clean_environment(), run.ROOT)[0]
+    servers, skipped = run.servers_for({s.server for s in chosen}, db, work, 8)
+    results = {}
     try:
-        run.start_servers(servers, {s.server for s in chosen}, work / "people.db", work, 4)
-        results = {s.name: profile(servers[s.server], s, key, args, work) for s in chosen}
+        for server in servers.values():
+            run.start(server)
+            run.wait_ready(server)
+        for scenario in chosen:
+            if scenario.server in skipped:
+                print(f"skipped {scenario.name}: {skipped[scenario.server]}")
+                continue
+            server = servers[scenario.server]
+            results[scenario.name] = profile(server, scenario, key, args, work)
     finally:
-        run.stop_servers(servers)
+        run.stop(servers)
 
-    print()
-    what = "busy threads" if args.all_threads else "GIL"
-    mode = "" if args.all_threads else " --gil"
-    print(f"py-spy{mode} at {args.rate} Hz for {args.seconds} s under wrk -c16, 4 threads")
+    what = "busy-thread" if args.all_threads else "GIL"
+    print(f"py-spy at {args.rate} Hz for {args.seconds} s under wrk -c16")
     for name, result in results.items():
-        total = sum(result["layers"].values())
         requests = result["requests"]
-        sampled_ms = total / args.rate / requests * 1000
+        total = sum(result["inner"].values())
+        ms = total / args.rate / requests * 1000
         print()
         print(
-            f"{name}: {result['rps']:,.0f} req/s while sampled; {what} {sampled_ms:.3f} ms "
-            f"and CPU (user+system) {result['cpu'] / requests * 1000:.3f} ms per request; "
-            f"{result['cpu'] / args.seconds:.2f} cores busy"
+            f"{name}: {result['rps']:,.0f} req/s while sampled; {what} {ms:.3f} ms and CPU "
+            f"(user+system) {result['cpu'] / requests * 1000:.3f} ms per request"
         )
-        print()
-        print(f"| layer | share of {what} samples | {what} ms per request |")
-        print("|---|---:|---:|")
-        for layer, count in result["layers"].most_common():
-            share = count / total
-            print(f"| {layer} | {share:.0%} | {share * sampled_ms:.3f} |")
+        for title, counts in (("innermost frame", result["inner"]), ("asked by", result["asker"])):
+            print()
+            print(f"| {title} | share of {what} samples | ms per request |")
+            print("|---|---:|---:|")
+            for module, count in counts.most_common(15):
+                print(f"| {module} | {count / total:.0%} | {count / total * ms:.3f} |")
     print()
     print(f"(raw py-spy files in {work})")
     return 0
