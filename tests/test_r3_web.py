@@ -1,0 +1,117 @@
+"""Round 3, web: mount prefixes, the front page's base URL, favicon, credential hints, CORS
+origins, exact integers and bounded JSON work (issues 18 and 21), through real HTTP."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+import requests
+
+from .conftest import ServerProcess, cli, database, free_port
+
+BROWSER = "text/html,application/xhtml+xml"
+
+
+class WSGIServer(ServerProcess):
+    """Another WSGI server command serving app:app from the repository root, on a free port."""
+
+    def __init__(self, command: list[str], db: str, env: dict | None = None):
+        super().__init__(db, env={"PEOPLE_SERVICE_DATABASE": str(db), **(env or {})})
+        self.template = command
+
+    def command(self) -> list[str]:
+        port = free_port()
+        self.url = f"http://127.0.0.1:{port}"
+        return [arg.replace("{port}", str(port)) for arg in self.template]
+
+    def __enter__(self) -> WSGIServer:
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+def new_key(db, name="web", scopes="read,write") -> str:
+    result = cli("keys", "create", "--name", name, "--scopes", scopes, db=db)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip().splitlines()[-1]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    db = database(tmp_path_factory.mktemp("r3web"))
+    server = ServerProcess(db, env={"PEOPLE_SERVICE_CORS_ORIGINS": "http://[::1]:3000"})
+    server.key = new_key(db)
+    server.start()
+    yield server
+    server.stop()
+
+
+def page(url: str, **headers) -> str:
+    response = requests.get(url, headers={"Accept": BROWSER, **headers}, timeout=30)
+    assert response.status_code == 200, response.text
+    return response.text
+
+
+def test_waitress_url_prefix_is_used_by_links_location_and_pages(tmp_path, sqlite_only):
+    db = database(tmp_path)
+    key = new_key(db)
+    command = [sys.executable, "-m", "waitress", "--listen=127.0.0.1:{port}"]
+    with WSGIServer([*command, "--url-prefix=/api", "app:app"], db) as server:
+        server.url += "/api"
+        headers = {"X-API-Key": key}
+        created = [
+            server.request("POST", "/person", json={"name": name}, headers=headers)
+            for name in ("Ada", "Alan")
+        ]
+        assert created[0].headers["Location"] == f"/api/person/{created[0].json()['id']}"
+        message = {"person_id": created[1].json()["id"], "content": "hi"}
+        sent = server.request("POST", "/message", json=message, headers=headers)
+        assert sent.status_code == 201, sent.text
+        assert sent.headers["Location"] == f"/api/message/{sent.json()['id']}"
+        listed = server.request("GET", "/people?limit=1", headers=headers)
+        assert listed.headers["Link"].startswith("</api/people?limit=1&offset=1>")
+        front = page(server.url + "/")
+        assert 'href="/api/docs"' in front
+        assert f"curl -i &#39;{server.url}/people?limit=5&#39;" in front
+        assert 'data-openapi="/api/openapi.json"' in page(server.url + "/docs")
+
+
+def test_a_script_name_header_under_gunicorn_changes_no_later_page(tmp_path, sqlite_only):
+    """gunicorn turns a SCRIPT_NAME header (from a peer in forwarded_allow_ips, loopback by
+    default) into the request's prefix: it may shape that answer, never the next visitor's."""
+    pytest.importorskip("gunicorn")
+    db = database(tmp_path)
+    command = [sys.executable, "-m", "gunicorn", "--bind", "127.0.0.1:{port}", "app:app"]
+    with WSGIServer(command, db) as server:
+        for path in ("/", "/docs"):
+            page(server.url + "/evil" + path, SCRIPT_NAME="/evil")
+        assert "/evil" not in page(server.url + "/")
+        assert 'data-openapi="/openapi.json"' in page(server.url + "/docs")
+
+
+def test_front_page_shows_the_url_it_is_served_on(server):
+    text = page(server.url + "/")
+    assert f"curl -i &#39;{server.url}/people?limit=5&#39;" in text
+    assert "8080" not in server.url or "127.0.0.1:8080" in text
+
+
+def test_favicon_is_answered_without_credentials(server):
+    response = server.request("GET", "/favicon.ico")
+    assert response.status_code == 204
+    assert response.content == b""
+    assert "max-age" in response.headers["Cache-Control"]
+
+
+def test_a_key_sent_as_a_token_or_a_token_as_a_key_says_where_it_goes(server):
+    as_token = server.request("GET", "/me", headers={"Authorization": f"Bearer {server.key}"})
+    assert as_token.status_code == 401
+    assert "API keys go in X-API-Key" in as_token.json()["detail"]
+    token = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJl"
+    as_key = server.request("GET", "/me", headers={"X-API-Key": token})
+    assert as_key.status_code == 401
+    assert "Tokens go in 'Authorization: Bearer'" in as_key.json()["detail"]
+    # an unknown key where keys go gets no hint
+    wrong = server.request("GET", "/me", headers={"X-API-Key": "ps_nothing"})
+    assert wrong.json()["detail"] == "The API key is unknown or revoked."
