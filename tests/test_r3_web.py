@@ -115,3 +115,21 @@ def test_a_key_sent_as_a_token_or_a_token_as_a_key_says_where_it_goes(server):
     # an unknown key where keys go gets no hint
     wrong = server.request("GET", "/me", headers={"X-API-Key": "ps_nothing"})
     assert wrong.json()["detail"] == "The API key is unknown or revoked."
+
+
+@pytest.mark.parametrize(
+    "origin, allowed",
+    [
+        ("http://[::1]:3000", True),
+        ("HTTP://[::1]:3000", True),
+        ("http://1:3000", False),
+        ("http://[::1]:30000", False),
+        ("http://[::1]:3000.evil.example", False),
+        ("http://::1:3000", False),
+    ],
+)
+def test_cors_origins_match_exactly_ipv6_literals_included(server, origin, allowed):
+    response = server.request("GET", "/people", headers={"Origin": origin, "X-API-Key": server.key})
+    assert response.status_code == 200
+    assert response.headers.get("Access-Control-Allow-Origin") == (origin if allowed else None)
+    assert "Origin" in response.headers["Vary"]
