@@ -3,7 +3,9 @@ origins, exact integers and bounded JSON work (issues 18 and 21), through real H
 
 from __future__ import annotations
 
+import json
 import sys
+import time
 
 import pytest
 import requests
@@ -133,3 +135,58 @@ def test_cors_origins_match_exactly_ipv6_literals_included(server, origin, allow
     assert response.status_code == 200
     assert response.headers.get("Access-Control-Allow-Origin") == (origin if allowed else None)
     assert "Origin" in response.headers["Vary"]
+
+
+@pytest.mark.parametrize("number", ["1e-400", "36.0000000000000000001", "36.5", "-1e-400"])
+def test_an_integer_field_refuses_a_number_that_is_not_exactly_whole(server, number):
+    headers = {"X-API-Key": server.key, "Content-Type": "application/json"}
+    body = f'{{"name": "Ada", "age": {number}}}'
+    response = server.request("POST", "/person", data=body, headers=headers)
+    assert response.status_code == 422, response.text
+    assert response.json()["errors"] == {"age": ["Not a valid integer."]}
+    # the same number in a message's Idempotency fingerprint is no 500 either
+    sent = server.request(
+        "POST",
+        "/message",
+        data=f'{{"person_id": "1", "content": "hi", "x": {number}}}',
+        headers={**headers, "Idempotency-Key": "r3-web-" + number},
+    )
+    assert sent.status_code in (404, 422), sent.text
+
+
+def test_an_integer_field_takes_a_whole_number_written_with_a_fraction(server):
+    headers = {"X-API-Key": server.key, "Content-Type": "application/json"}
+    body = '{"name": "Ada", "age": 36.0, "address": {"city": "London"}}'
+    response = server.request("POST", "/person", data=body, headers=headers)
+    assert response.status_code == 201, response.text
+    assert response.json()["age"] == 36
+
+
+@pytest.mark.parametrize("nested", [False, True])
+def test_a_mebibyte_of_unknown_fields_gets_a_short_422_quickly(server, nested):
+    fields = {f"f{i}": i for i in range(70_000)}
+    body = {"name": "Ada", "address": fields} if nested else {"name": "Ada", **fields}
+    raw = json.dumps(body, separators=(",", ":"))
+    assert 900_000 < len(raw) < 1 << 20
+    headers = {"X-API-Key": server.key, "Content-Type": "application/json"}
+    started = time.monotonic()
+    response = server.request("POST", "/person", data=raw, headers=headers)
+    elapsed = time.monotonic() - started
+    assert response.status_code == 422
+    errors = response.json()["errors"]
+    unknown = errors.pop("address") if nested else errors
+    assert errors.pop("_schema") == ["And 69990 more unknown fields."]
+    assert len(unknown) == 10
+    assert all(name.startswith("f") for name in unknown)
+    assert len(response.content) < 2_000
+    assert elapsed < 5  # a blow-up, not a benchmark
+
+
+def test_a_few_unknown_fields_are_named_with_every_other_message(server):
+    headers = {"X-API-Key": server.key}
+    few = server.request("POST", "/person", json={"age": -1, "nick": "A"}, headers=headers)
+    assert few.json()["errors"] == {
+        "age": ["Must be greater than or equal to 0 and less than or equal to 150."],
+        "name": ["Missing data for required field."],
+        "nick": ["Unknown field."],
+    }
