@@ -49,7 +49,7 @@ def doc(
     ok: dict,
     query=None,
     body=None,
-    body_types=("application/json",),
+    body_type="application/json",
     headers=(),
     errors=(),
     auth=True,
@@ -60,6 +60,8 @@ def doc(
 
     `ok` maps success statuses to (description, schema or None, response header names);
     `errors` lists statuses beyond the ones implied by auth, body, path parameters and writes.
+    A body is documented in one media type (`body_type`): generators of clients (such as
+    openapi-python-client) make code that does not import for a body of several.
     The operation is named after the view (`operationId`).
     """
 
@@ -70,7 +72,7 @@ def doc(
             "ok": ok,
             "query": query,
             "body": body,
-            "body_types": body_types,
+            "body_type": body_type,
             "headers": headers,
             "errors": set(errors),
             "auth": auth,
@@ -184,7 +186,7 @@ def _operation(
     if meta["body"] is not None:
         operation["requestBody"] = {
             "required": True,
-            "content": {kind: {"schema": meta["body"]} for kind in meta["body_types"]},
+            "content": {meta["body_type"]: {"schema": meta["body"]}},
         }
     responses: dict = {}
     for status, (text, schema, headers) in meta["ok"].items():

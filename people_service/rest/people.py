@@ -180,7 +180,8 @@ def replace_person(person_id):
 @doc(
     "Change some fields of a person (JSON merge patch; null clears a field)",
     body=shapes.PersonMergeSchema,
-    body_types=PATCH_TYPES,
+    body_type="application/merge-patch+json",
+    description="The body may also be sent as application/json.",
     headers=["If-Match"],
     ok={200: PERSON},
     errors=[409],
