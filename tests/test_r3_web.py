@@ -78,6 +78,8 @@ def test_waitress_url_prefix_is_used_by_links_location_and_pages(tmp_path, sqlit
         assert 'href="/api/docs"' in front
         assert f"curl -i &#39;{server.url}/people?limit=5&#39;" in front
         assert 'data-openapi="/api/openapi.json"' in page(server.url + "/docs")
+        # Swagger UI and generated clients resolve the paths against the document's servers
+        assert server.request("GET", "/openapi.json").json()["servers"] == [{"url": "/api"}]
 
 
 def test_a_script_name_header_under_gunicorn_changes_no_later_page(tmp_path, sqlite_only):
@@ -87,10 +89,11 @@ def test_a_script_name_header_under_gunicorn_changes_no_later_page(tmp_path, sql
     db = database(tmp_path)
     command = [sys.executable, "-m", "gunicorn", "--bind", "127.0.0.1:{port}", "app:app"]
     with WSGIServer(command, db) as server:
-        for path in ("/", "/docs"):
+        for path in ("/", "/docs", "/openapi.json"):
             page(server.url + "/evil" + path, SCRIPT_NAME="/evil")
         assert "/evil" not in page(server.url + "/")
         assert 'data-openapi="/openapi.json"' in page(server.url + "/docs")
+        assert "servers" not in requests.get(server.url + "/openapi.json", timeout=30).json()
 
 
 def test_front_page_shows_the_url_it_is_served_on(server):
