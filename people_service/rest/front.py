@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
-
 from flask import Blueprint, current_app, render_template, request, url_for
 
 from ..web.jsonio import json_response
 from ..web.negotiation import wants_html
 from ..web.pages import content_security_policy, html_response, vendor_url
+from .openapi import release
 from .ops import openapi
 
 bp = Blueprint("front", __name__)
@@ -21,13 +20,6 @@ DESCRIPTION = (
 EXAMPLE = """curl -i '{base}/people?limit=5' -H "X-API-Key: $KEY\""""
 # Swagger UI sets styles inline (React); its scripts are files of ours
 DOCS_POLICY = content_security_policy(inline_styles=True)
-
-
-def _release() -> str:
-    try:
-        return version("people-service")
-    except PackageNotFoundError:
-        return "0"
 
 
 def links() -> dict[str, str]:
@@ -56,7 +48,7 @@ def front_page():
         return html_response(page)
     body = {
         "name": "people-service",
-        "version": _release(),
+        "version": release(),
         "description": DESCRIPTION,
         "links": links(),
     }
