@@ -193,3 +193,17 @@ def test_a_few_unknown_fields_are_named_with_every_other_message(server):
         "name": ["Missing data for required field."],
         "nick": ["Unknown field."],
     }
+
+
+def test_graphql_variables_take_integers_exactly_too(server):
+    query = "mutation ($input: PersonInput!) { createPerson(input: $input) { age } }"
+    headers = {"X-API-Key": server.key, "Content-Type": "application/json"}
+    for number, age in (("36.0000000000000000001", None), ("1e-400", None), ("36.0", 36)):
+        body = json.dumps({"query": query, "variables": {"input": {"name": "Ada"}}})
+        body = body.replace('"name": "Ada"', f'"name": "Ada", "age": {number}')
+        answer = server.request("POST", "/graphql", data=body, headers=headers).json()
+        if age is None:
+            assert answer["errors"][0]["extensions"]["code"] == "BAD_USER_INPUT", answer
+            assert "data" not in answer or answer["data"] is None
+        else:
+            assert answer["data"]["createPerson"]["age"] == age
