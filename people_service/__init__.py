@@ -7,31 +7,18 @@ import logging
 import os
 import re
 import weakref
-
-from werkzeug.routing import BaseConverter
+from typing import TYPE_CHECKING
 
 from . import config as settings
 from .config import ConfigError
 from .credentials import CallerCache, load_secret
-from .graphql.view import bp as graphql_bp
-from .rest.front import bp as front_bp
-from .rest.messages import bp as messages_bp
-from .rest.ops import bp as ops_bp
-from .rest.people import bp as people_bp
-from .rest.tokens import bp as tokens_bp
-from .schemas import ID_PATTERN
 from .store import Store, is_url, open_store
 from .usage import UsageTracker
-from .web import Services, cors, lifecycle, metrics, pages, problems
-from .web.ratelimit import RateLimits
+
+if TYPE_CHECKING:
+    from flask import Flask
 
 __all__ = ["create_app", "ConfigError", "prepare_directory"]
-
-
-class IdConverter(BaseConverter):
-    """Path ids are ASCII digits without sign or leading zero, and fit SQLite's integers."""
-
-    regex = ID_PATTERN.strip("^$")
 
 
 def prepare_store(config: dict) -> Store:
@@ -73,8 +60,19 @@ def _close_apps() -> None:
         services.close()
 
 
-def create_app(config: dict | None = None) -> lifecycle.App:
+def create_app(config: dict | None = None) -> Flask:
     """The WSGI app; `config` overrides PEOPLE_SERVICE_* settings (same names)."""
+    # Flask and Ariadne are imported here, not with the package: the CLI starts without them
+    from .graphql.view import bp as graphql_bp
+    from .rest.front import bp as front_bp
+    from .rest.messages import bp as messages_bp
+    from .rest.ops import bp as ops_bp
+    from .rest.params import IdConverter
+    from .rest.people import bp as people_bp
+    from .rest.tokens import bp as tokens_bp
+    from .web import Services, cors, lifecycle, metrics, pages, problems
+    from .web.ratelimit import RateLimits
+
     options = settings.load(config)
     # the level only: handlers are set up by the serving code or the first request (lifecycle)
     logging.getLogger("people_service").setLevel(str(options["LOG_LEVEL"]).upper())

@@ -24,7 +24,10 @@ def _canonical(value):
 
 def fingerprint(*parts) -> str:
     """A digest of what makes two requests the same request."""
-    canonical = json.dumps(_canonical(list(parts)), sort_keys=True, separators=(",", ":"))
+    # default=str: a Decimal (a number no float holds exactly) is never valid input anyway
+    canonical = json.dumps(
+        _canonical(list(parts)), sort_keys=True, separators=(",", ":"), default=str
+    )
     return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
 
 

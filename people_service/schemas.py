@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from limits import parse_many
-from marshmallow import EXCLUDE, Schema, ValidationError, fields, validate, validates_schema
+from marshmallow import EXCLUDE, RAISE, Schema, ValidationError, fields, validate, validates_schema
 
 from . import passwords
 from .errors import Invalid, ServiceError
@@ -391,12 +391,41 @@ JSON_KINDS = {list: "an array", str: "a string", int: "a number", float: "a numb
 JSON_KINDS.update({bool: "true or false", type(None): "null"})
 
 
+# Unknown fields of one object that marshmallow is given to name, at most.
+MAX_UNKNOWN = 10
+
+
+def _pruned(schema: Schema, data: dict) -> tuple[dict, int]:
+    """`data` without the unknown fields past the first MAX_UNKNOWN of each object (nested
+    ones too), and how many were left out: marshmallow's work and answer grow with them."""
+    if schema.unknown != RAISE:
+        return data, 0
+    known, pruned, unknown, left_out = schema.load_fields, {}, 0, 0
+    for key, value in data.items():
+        field = known.get(key)
+        if field is None:
+            unknown += 1
+            if unknown > MAX_UNKNOWN:
+                left_out += 1
+                continue
+        elif isinstance(field, fields.Nested) and isinstance(value, dict) and not field.many:
+            value, more = _pruned(field.schema, value)
+            left_out += more
+        pruned[key] = value
+    return pruned, left_out
+
+
 def load(schema: Schema, data, *, error: type[ServiceError] = Invalid) -> dict:
-    """`data` checked by `schema`; what breaks a rule raises `error` with every field message."""
+    """`data` checked by `schema`; what breaks a rule raises `error` with every field message
+    (but a few of many unknown fields)."""
     if not isinstance(data, dict):  # marshmallow would say only "Invalid input type."
         message = f"Must be a JSON object, not {JSON_KINDS.get(type(data), 'that')}."
         raise error(message, errors={"_schema": [message]})
+    data, left_out = _pruned(schema, data)
     try:
         return schema.load(data)
     except ValidationError as exc:
-        raise error(sentence(exc.messages), errors=exc.messages) from None
+        errors = exc.messages
+        if left_out:
+            errors["_schema"] = [*errors.get("_schema", []), f"And {left_out} more unknown fields."]
+        raise error(sentence(errors), errors=errors) from None

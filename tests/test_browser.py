@@ -260,14 +260,14 @@ def test_front_page_links_the_explorer_docs_openapi_and_health(session, tmp_path
     page = session.page
     session.open("/")
     expect(page.get_by_role("heading", name="people-service")).to_be_visible()
-    expect(page.locator("pre")).to_contain_text("curl -i 'http://127.0.0.1:8080/people?limit=5'")
+    expect(page.locator("pre")).to_contain_text(f"curl -i '{session.server.url}/people?limit=5'")
     page.screenshot(path=tmp_path / "front.png")
     hrefs = page.locator("main a").evaluate_all("links => links.map(a => a.pathname)")
     assert hrefs == ["/graphql", "/docs", "/openapi.json", "/health"]
     page.get_by_role("link", name="Health").click()
     expect(page.locator("body")).to_contain_text('"status":"ok"')
-    # Chromium asks for /favicon.ico itself when it shows a JSON document
-    session.check(failed={(404, "/favicon.ico")})
+    # Chromium asks for /favicon.ico itself when it shows a JSON document: it is answered
+    session.check()
 
 
 def test_another_site_allowed_by_cors_origins_calls_the_api(session, site, other_sites):

@@ -21,6 +21,7 @@ UNDOCUMENTED = {
     "/graphql",
     "/graphql/schema.graphql",
     "/static/<path:filename>",
+    "/favicon.ico",
     # the pages for browsers (their JSON forms are links and the document itself)
     "/",
     "/docs",

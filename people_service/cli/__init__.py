@@ -5,7 +5,6 @@ from __future__ import annotations
 import click
 from click.exceptions import NoArgsIsHelpError
 
-from .. import logs
 from ..config import ConfigError
 from ..errors import ServiceError
 from . import data, keys, serve, users  # noqa: F401  (each adds its commands to the group)
@@ -16,7 +15,6 @@ __all__ = ["cli", "main"]
 
 def main(argv=None) -> int:
     """Run the command; every error is one line on stderr and a non-zero status."""
-    logs.install()
     try:
         result = cli.main(args=argv, prog_name="people-service", standalone_mode=False)
     except ConfigError as exc:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 from importlib.metadata import PackageNotFoundError, version
 
 import click
 
-from .. import config, credentials, prepare_directory
+from .. import config, credentials, logs, prepare_directory
 from ..errors import BadRequest, ServiceError
 from ..store import Store, is_url, open_store
 
@@ -27,14 +28,21 @@ def _version() -> str:
 # -- the database a command works on --------------------------------------------------------
 
 
+DATABASE_HELP = (
+    "SQLite file or postgresql:// URL (default: PEOPLE_SERVICE_DATABASE, else data/people.db "
+    "in the working directory)."
+)
+
+
+def _database(ctx, param, value):
+    """--db after the subcommand, else the one given before it (to the group)."""
+    return value if value is not None else ctx.find_root().params.get("database")
+
+
 def database_option(command):
-    return click.option(
-        "--db",
-        "database",
-        metavar="PATH",
-        help="SQLite file or postgresql:// URL (default: PEOPLE_SERVICE_DATABASE, "
-        "else data/people.db).",
-    )(command)
+    return click.option("--db", "database", metavar="PATH", callback=_database, help=DATABASE_HELP)(
+        command
+    )
 
 
 def settings(database: str | None) -> dict:
@@ -49,7 +57,7 @@ def opened(database: str | None, *, create: bool = True) -> Store:
     ConfigError otherwise."""
     path = settings(database)["DATABASE"]
     if not create and not is_url(path) and not os.path.exists(path):
-        raise CommandError(f"no database at {path} (people-service init-db --db {path} makes one)")
+        raise CommandError(missing(path))
     if create:
         prepare_directory(path)
     try:
@@ -58,6 +66,22 @@ def opened(database: str | None, *, create: bool = True) -> Store:
     except Exception as exc:  # the driver's, the file system's or the schema's: all one line
         raise CommandError(f"cannot open the database {_shown(path)}: {reason(exc)}") from None
     return store
+
+
+def missing(path: str) -> str:
+    """Why there is no database at `path`, and what would make one."""
+    directory = os.path.dirname(os.path.abspath(path))
+    if path == config.DEFAULTS["DATABASE"]:
+        return (
+            f"no database at {path} in {os.getcwd()} (the default is relative to the working "
+            "directory): run this where the database is, name it with --db PATH or "
+            "PEOPLE_SERVICE_DATABASE, or make one here with people-service init-db"
+        )
+    init = f"people-service init-db --db {shlex.quote(path)}"
+    if not os.path.isdir(directory):
+        mkdir = f"mkdir -p {shlex.quote(directory)}"
+        return f"no database at {path}, nor its directory {directory}: {mkdir} && {init}"
+    return f"no database at {path} ({init} makes one)"
 
 
 def _shown(path: str) -> str:
@@ -136,8 +160,10 @@ def read_password(password_stdin: bool, username: str) -> str:
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(_version(), "--version", prog_name="people-service")
-def cli():
+@click.option("--db", "database", metavar="PATH", help=DATABASE_HELP + " For every subcommand.")
+def cli(database):
     """People, friendships and messages over REST and GraphQL."""
+    logs.install()  # here, not before --version or --help: it imports the web stack
 
 
 SCOPES_HELP = "Comma list of read, write, admin."

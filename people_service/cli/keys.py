@@ -23,15 +23,23 @@ def keys():
 
 @keys.command("create")
 @database_option
+@click.argument("name", required=False, callback=checked("key", "name"))
 @click.option(
     "--name",
-    required=True,
+    "name_option",
+    metavar="NAME",
     callback=checked("key", "name"),
-    help="A unique name (letters, digits, . _ @ -).",
+    help="The same as NAME, for scripts that name it.",
 )
 @grant_options("key")
-def keys_create(database, name, scopes, rate_limit):
-    """Create a key; it is printed once, alone on the last line (only its hash is kept)."""
+def keys_create(database, name, name_option, scopes, rate_limit):
+    """Create the key NAME (a unique name: letters, digits, . _ @ -); it is printed once, alone
+    on the last line (only its hash is kept)."""
+    if name and name_option and name != name_option:
+        raise click.UsageError(f"two names, {name!r} and {name_option!r}: give one")
+    name = name or name_option
+    if not name:
+        raise click.UsageError("Missing argument 'NAME'.")
     key = credentials.create_key(opened(database), name, scopes, rate_limit)
     click.echo(f"created API key '{name}' ({scopes}); shown once, only its hash is kept:")
     click.echo(key)

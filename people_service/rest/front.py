@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
-
-from flask import Blueprint, current_app, url_for
+from flask import Blueprint, current_app, render_template, request, url_for
 
 from ..web.jsonio import json_response
 from ..web.negotiation import wants_html
-from ..web.pages import content_security_policy, html_response, rendered, vendor_url
+from ..web.pages import content_security_policy, html_response, vendor_url
+from .openapi import release
 from .ops import openapi
 
 bp = Blueprint("front", __name__)
@@ -17,17 +16,10 @@ DESCRIPTION = (
     "People, their friendships and messages over HTTP: a REST API and a GraphQL endpoint over "
     "the same data, with API keys or login tokens and per-key rate limits."
 )
-# The README's first curl example (a test keeps the two the same).
-EXAMPLE = """curl -i 'http://127.0.0.1:8080/people?limit=5' -H "X-API-Key: $KEY\""""
+# The README's first curl example, on the URL the page is served on (a test keeps the two the same).
+EXAMPLE = """curl -i '{base}/people?limit=5' -H "X-API-Key: $KEY\""""
 # Swagger UI sets styles inline (React); its scripts are files of ours
 DOCS_POLICY = content_security_policy(inline_styles=True)
-
-
-def _release() -> str:
-    try:
-        return version("people-service")
-    except PackageNotFoundError:
-        return "0"
 
 
 def links() -> dict[str, str]:
@@ -44,20 +36,19 @@ def links() -> dict[str, str]:
 def front_page():
     """What this service is and where to go; open, like /health."""
     if wants_html():
-        page = rendered(
+        # rendered per request, never cached: the base URL is what this request was sent to
+        page = render_template(
             "front.html",
-            lambda: {
-                "title": "people-service",
-                "description": DESCRIPTION,
-                "links": links(),
-                "explorer": current_app.config["EXPLORER"] != "none",
-                "example": EXAMPLE,
-            },
+            title="people-service",
+            description=DESCRIPTION,
+            links=links(),
+            explorer=current_app.config["EXPLORER"] != "none",
+            example=EXAMPLE.format(base=request.url_root.rstrip("/")),
         )
         return html_response(page)
     body = {
         "name": "people-service",
-        "version": _release(),
+        "version": release(),
         "description": DESCRIPTION,
         "links": links(),
     }
@@ -68,15 +59,13 @@ def front_page():
 def docs():
     """Swagger UI over /openapi.json for a browser; the OpenAPI document itself otherwise."""
     if wants_html():
-        page = rendered(
+        page = render_template(
             "docs.html",
-            lambda: {
-                "title": "people-service API",
-                "css": vendor_url("swagger-ui-dist", "swagger-ui.css"),
-                "favicon": vendor_url("swagger-ui-dist", "favicon-32x32.png"),
-                "script": vendor_url("swagger-ui-dist", "swagger-ui-bundle.js"),
-                "openapi": url_for("ops.openapi"),
-            },
+            title="people-service API",
+            css=vendor_url("swagger-ui-dist", "swagger-ui.css"),
+            favicon=vendor_url("swagger-ui-dist", "favicon-32x32.png"),
+            script=vendor_url("swagger-ui-dist", "swagger-ui-bundle.js"),
+            openapi=url_for("ops.openapi"),
         )
         return html_response(page, DOCS_POLICY)
     response = openapi()

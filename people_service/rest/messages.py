@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, request
+from flask import Blueprint, request, url_for
 
 from .. import idempotency, schemas, service
 from ..web import get_store
@@ -43,7 +43,7 @@ def send_message():
         idempotency.fingerprint("POST /message", data),
         lambda: (201, service.send_message(store, caller.viewer, data)),
     )
-    headers = {"Location": f"/message/{message['id']}"}
+    headers = {"Location": url_for("messages.get_message", message_id=message["id"])}
     if replayed:
         headers["Idempotent-Replayed"] = "true"
     return json_response(message, status, headers)

@@ -49,7 +49,7 @@ def doc(
     ok: dict,
     query=None,
     body=None,
-    body_types=("application/json",),
+    body_type="application/json",
     headers=(),
     errors=(),
     auth=True,
@@ -60,6 +60,8 @@ def doc(
 
     `ok` maps success statuses to (description, schema or None, response header names);
     `errors` lists statuses beyond the ones implied by auth, body, path parameters and writes.
+    A body is documented in one media type (`body_type`): generators of clients (such as
+    openapi-python-client) make code that does not import for a body of several.
     The operation is named after the view (`operationId`).
     """
 
@@ -70,7 +72,7 @@ def doc(
             "ok": ok,
             "query": query,
             "body": body,
-            "body_types": body_types,
+            "body_type": body_type,
             "headers": headers,
             "errors": set(errors),
             "auth": auth,
@@ -81,44 +83,32 @@ def doc(
     return mark
 
 
+def _header(kind: str, description: str, **schema) -> dict:
+    return {"schema": {"type": kind, **schema}, "description": description}
+
+
 RESPONSE_HEADERS = {
-    "X-Request-ID": {
-        "schema": {"type": "string"},
-        "description": "The request's id: the client's X-Request-ID if it was one of letters, "
-        "digits and `._:/+=@-` (1-128), else a new one. The access log names it.",
-    },
-    "X-RateLimit-Limit": {
-        "schema": {"type": "integer"},
-        "description": "Requests the caller may make in the current window.",
-    },
-    "X-RateLimit-Remaining": {
-        "schema": {"type": "integer"},
-        "description": "Requests left in the current window.",
-    },
-    "X-RateLimit-Reset": {
-        "schema": {"type": "integer"},
-        "description": "When the window resets, in seconds since the epoch.",
-    },
-    "Retry-After": {
-        "schema": {"type": "integer"},
-        "description": "Seconds to wait before trying again.",
-    },
-    "WWW-Authenticate": {
-        "schema": {"type": "string"},
-        "description": "How to authenticate: an API key or a bearer token.",
-    },
-    "ETag": {"schema": {"type": "string"}, "description": "The person's current version."},
-    "Location": {"schema": {"type": "string"}, "description": "The URL of what was created."},
-    "X-Total-Count": {"schema": {"type": "integer"}, "description": "Matches in all."},
-    "Link": {
-        "schema": {"type": "string"},
-        "description": 'The next and previous pages: `</people?limit=10&offset=10>; rel="next"`.',
-    },
-    "Idempotent-Replayed": {
-        "schema": {"type": "string", "enum": ["true"]},
-        "description": "`true` when this is the saved answer to an earlier request with the "
-        "same Idempotency-Key.",
-    },
+    "X-Request-ID": _header(
+        "string",
+        "The request's id: the client's X-Request-ID if it was one of letters, digits and "
+        "`._:/+=@-` (1-128), else a new one. The access log names it.",
+    ),
+    "X-RateLimit-Limit": _header("integer", "Requests the caller may make in the current window."),
+    "X-RateLimit-Remaining": _header("integer", "Requests left in the current window."),
+    "X-RateLimit-Reset": _header("integer", "When the window resets, in seconds since the epoch."),
+    "Retry-After": _header("integer", "Seconds to wait before trying again."),
+    "WWW-Authenticate": _header("string", "How to authenticate: an API key or a bearer token."),
+    "ETag": _header("string", "The person's current version."),
+    "Location": _header("string", "The URL of what was created."),
+    "X-Total-Count": _header("integer", "Matches in all."),
+    "Link": _header(
+        "string", 'The next and previous pages: `</people?limit=10&offset=10>; rel="next"`.'
+    ),
+    "Idempotent-Replayed": _header(
+        "string",
+        "`true` when this is the saved answer to an earlier request with the same Idempotency-Key.",
+        enum=["true"],
+    ),
 }
 RATE_HEADERS = ("X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset")
 # Headers of error answers beyond the ones every answer carries.
@@ -184,7 +174,7 @@ def _operation(
     if meta["body"] is not None:
         operation["requestBody"] = {
             "required": True,
-            "content": {kind: {"schema": meta["body"]} for kind in meta["body_types"]},
+            "content": {meta["body_type"]: {"schema": meta["body"]}},
         }
     responses: dict = {}
     for status, (text, schema, headers) in meta["ok"].items():
@@ -215,16 +205,20 @@ def operation_ids(view_name: str, methods) -> dict[str, str]:
     }
 
 
+def release() -> str:
+    """The installed version of people-service."""
+    try:
+        return version("people-service")
+    except PackageNotFoundError:
+        return "0"
+
+
 def build_spec(app, exempt: set[str]) -> dict:
     """The OpenAPI document of every documented route of `app`."""
-    try:
-        release = version("people-service")
-    except PackageNotFoundError:
-        release = "0"
     plugin = MarshmallowPlugin()
     spec = APISpec(
         title="people-service",
-        version=release,
+        version=release(),
         openapi_version="3.1.0",
         plugins=[plugin],
         info={

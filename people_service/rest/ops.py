@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, current_app
+from flask import Blueprint, current_app, request
 
 from .. import service
 from ..web import get_store, services
@@ -38,6 +38,8 @@ def openapi():
     ext = services()
     if ext.openapi is None:
         ext.openapi = build_spec(current_app, ext.unlimited)
+    if request.script_root:  # mounted under a prefix: the paths are under it too
+        return json_response({**ext.openapi, "servers": [{"url": request.script_root}]})
     return json_response(ext.openapi)
 
 

@@ -5,9 +5,18 @@ from __future__ import annotations
 import functools
 
 from flask import Blueprint, current_app, request
+from werkzeug.routing import BaseConverter
 
 from ..errors import BadRequest
+from ..schemas import ID_PATTERN
 from ..web.caller import authenticate, check_scope
+
+
+class IdConverter(BaseConverter):
+    """Path ids are ASCII digits without sign or leading zero, and fit SQLite's integers."""
+
+    regex = ID_PATTERN.strip("^$")
+
 
 SHOWN = 10  # names listed in one answer: a hostile query string cannot make it large
 

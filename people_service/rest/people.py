@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from urllib.parse import urlencode
 
-from flask import Blueprint, request
+from flask import Blueprint, request, url_for
 from werkzeug.http import generate_etag
 
 from .. import idempotency, schemas, service
@@ -52,7 +52,7 @@ def _person_response(person: dict, status: int = 200, headers=None):
     response = json_response(person, status, headers)
     response.set_etag(generate_etag(response.get_data()))
     if status == 201:
-        response.headers["Location"] = f"/person/{person['id']}"
+        response.headers["Location"] = url_for("people.get_person", person_id=person["id"])
     return response
 
 
@@ -73,8 +73,9 @@ def _page_link(path: str, query: dict, offset: int) -> str:
     return f"{path}?{urlencode(params, safe=',')}"
 
 
-def paged_response(path: str, entries: list, total: int, query: dict):
+def paged_response(entries: list, total: int, query: dict):
     """A page of a list, with X-Total-Count and a Link header to the next and previous pages."""
+    path = request.script_root + request.path  # under the server's mount prefix
     limit, offset = query["limit"], query["offset"]
     links = []
     if offset + limit < total:
@@ -105,7 +106,7 @@ def list_people():
     entries, total, query = service.list_people(
         get_store(), **{name: args.get(name) for name in LINK_PARAMETERS}
     )
-    return paged_response(request.path, entries, total, query)
+    return paged_response(entries, total, query)
 
 
 @bp.get("/person/<id:person_id>")
@@ -179,7 +180,8 @@ def replace_person(person_id):
 @doc(
     "Change some fields of a person (JSON merge patch; null clears a field)",
     body=shapes.PersonMergeSchema,
-    body_types=PATCH_TYPES,
+    body_type="application/merge-patch+json",
+    description="The body may also be sent as application/json.",
     headers=["If-Match"],
     ok={200: PERSON},
     errors=[409],
@@ -219,7 +221,7 @@ def list_friends(person_id):
     entries, total, query = service.list_friends(
         get_store(), person_id, limit=args.get("limit"), offset=args.get("offset")
     )
-    return paged_response(request.path, entries, total, query)
+    return paged_response(entries, total, query)
 
 
 @bp.put("/person/<id:person_id>/friends/<id:friend_id>")

@@ -23,12 +23,12 @@ FORM = "application/x-www-form-urlencoded"
 @doc(
     "Exchange a username and password for a bearer token",
     body=schemas.TokenRequestSchema,
-    body_types=("application/json", FORM),
     ok={200: ("A token to send as 'Authorization: Bearer <token>'.", shapes.TokenSchema, [])},
     errors=[401],
     auth=False,
     tag="auth",
-    description="The body is read up to 16 KiB (413 beyond): a username and a password.",
+    description="The body is read up to 16 KiB (413 beyond): a username and a password, as "
+    "JSON or as a form (application/x-www-form-urlencoded).",
 )
 def issue_token():
     data = request.form.to_dict() if request.mimetype == FORM else json_body()

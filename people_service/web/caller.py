@@ -26,7 +26,8 @@ def _resolve() -> Caller | None:
     if key is not None:
         caller = credentials.identify_key(ext.store, ext.callers, key.strip())
         if caller is None:
-            raise Unauthorized("The API key is unknown or revoked.", headers=challenge())
+            hint = " Tokens go in 'Authorization: Bearer'." if key.count(".") == 2 else ""
+            raise Unauthorized(f"The API key is unknown or revoked.{hint}", headers=challenge())
     else:
         header = headers.get("Authorization")
         if header is None:
@@ -40,8 +41,9 @@ def _resolve() -> Caller | None:
             )
         caller = credentials.identify_token(ext.store, ext.callers, token, ext.token_secret)
         if caller is None:
+            hint = " API keys go in X-API-Key." if token.startswith(credentials.KEY_PREFIX) else ""
             raise Unauthorized(
-                "The token is invalid or expired.", headers=challenge("invalid_token")
+                f"The token is invalid or expired.{hint}", headers=challenge("invalid_token")
             )
     ext.usage.hit(caller)
     return caller

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from flask import current_app, request
 from flask_cors import CORS
 
@@ -71,7 +73,9 @@ def init_app(app) -> None:
         app.after_request(vary_on_origin)
     CORS(
         app,
-        origins="*" if anyone else origins,
+        # flask-cors takes a string with regex characters ([ of IPv6, say) for a pattern:
+        # each origin is passed as one that matches exactly that origin
+        origins="*" if anyone else [re.compile(re.escape(o) + r"\Z", re.I) for o in origins],
         # with *, every answer says `Access-Control-Allow-Origin: *`, the same for everyone;
         # otherwise only answers to an allowed Origin carry the headers
         send_wildcard=anyone,

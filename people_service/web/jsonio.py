@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from decimal import Decimal
 
 from flask import request
 from werkzeug.wrappers import Response
@@ -24,6 +25,16 @@ def _reject_constant(name: str):
     raise ValueError(f"{name} is not valid JSON")
 
 
+def _number(text: str) -> float | Decimal:
+    """A JSON number with a fraction or exponent: a float, unless the float would round a
+    number that is not whole to a whole one (1e-400 to 0, 36.0000000000000000001 to 36):
+    that one stays an exact Decimal, which no integer field takes."""
+    value = float(text)
+    if value.is_integer() and Decimal(text) != value:
+        return Decimal(text)
+    return value
+
+
 def json_body(types=JSON_TYPES):
     """The request's JSON body: 415 for another media type, 400 when it does not parse."""
     if request.mimetype not in types:
@@ -40,10 +51,11 @@ def json_body(types=JSON_TYPES):
 
 
 def parse_json(raw: bytes | str):
-    """Parse JSON strictly: no NaN or Infinity; nesting past MAX_DEPTH is a 400, not a crash."""
+    """Parse JSON strictly: no NaN or Infinity, integers exact; nesting past MAX_DEPTH is a 400,
+    not a crash."""
     try:
         text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
-        value = json.loads(text, parse_constant=_reject_constant)
+        value = json.loads(text, parse_constant=_reject_constant, parse_float=_number)
     except UnicodeDecodeError:
         raise BadRequest("The body is not valid UTF-8.") from None
     except RecursionError:

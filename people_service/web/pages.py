@@ -8,7 +8,7 @@ from functools import cache
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from flask import Blueprint, current_app, render_template, request, send_from_directory, url_for
+from flask import Blueprint, request, send_from_directory, url_for
 from werkzeug.wrappers import Response
 
 STATIC = Path(__file__).resolve().parent.parent / "static"
@@ -37,6 +37,15 @@ def asset(filename: str):
     response = send_from_directory(STATIC, filename, max_age=YEAR if immutable else None)
     if immutable:
         response.cache_control.immutable = True
+    return response
+
+
+@bp.get("/favicon.ico")
+def favicon():
+    """Browsers ask for it on every page (the pages say `data:`, but JSON documents cannot):
+    no icon, and no 404 in their consoles."""
+    response = Response(status=204)
+    response.cache_control.max_age = YEAR
     return response
 
 
@@ -97,15 +106,6 @@ def secure(response: Response) -> Response:
     headers.setdefault("Referrer-Policy", "no-referrer")
     headers.setdefault("Cross-Origin-Opener-Policy", "same-origin")
     return response
-
-
-def rendered(name: str, context) -> str:
-    """Template `name` rendered once per app with what `context()` returns: the pages depend
-    only on the configuration."""
-    pages = current_app.extensions.setdefault("people_service.pages", {})
-    if name not in pages:
-        pages[name] = render_template(name, **context())
-    return pages[name]
 
 
 def html_response(body: str, policy: str | None = None) -> Response:
