@@ -324,3 +324,37 @@ def test_workers_end_when_their_parent_is_killed(tmp_path):
         assert time.monotonic() < deadline, "workers kept serving without their parent"
         time.sleep(0.1)
     server.stop()
+
+
+def connections_by_process(pids: list[int], port: int) -> dict[int, int]:
+    """How many established TCP connections to `port` each process holds (Linux /proc)."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as file:
+            for row in list(file)[1:]:
+                fields = row.split()
+                if int(fields[1].rsplit(":", 1)[1], 16) == port and fields[3] == "01":
+                    inodes.add(fields[9])
+    held = {}
+    for pid in pids:
+        links = (os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd"))
+        held[pid] = sum(1 for link in links if link.strip("socket:[]") in inodes)
+    return held
+
+
+def test_workers_share_the_connections(tmp_path):
+    """Each worker listens on a socket of its own (SO_REUSEPORT): the kernel spreads new
+    connections between them, instead of one worker taking most of them."""
+    server = ServerProcess(database(tmp_path), args=["--workers", "2"]).start()
+    sessions = [requests.Session() for _ in range(16)]
+    try:
+        workers = workers_of(server)
+        for session in sessions:  # keep-alive: each session keeps its one connection
+            assert session.get(server.url + "/health", timeout=10).status_code == 200
+        held = connections_by_process(workers, address(server)[1])
+        assert sum(held.values()) == 16
+        assert min(held.values()) >= 2, held
+    finally:
+        for session in sessions:
+            session.close()
+        assert server.stop() == 0
