@@ -56,9 +56,16 @@ def serve(database, host, port, threads, workers, connection_limit, channel_time
 
     overrides = {"DATABASE": database} if database else {}
     settings = config.load(overrides)
-    if workers > 1 and not settings["RATE_LIMIT_STORAGE"]:
+    storage = settings["RATE_LIMIT_STORAGE"]
+    if workers > 1 and not storage:
         # the counters file beside the database: limits stay exact across the processes
         overrides["RATE_LIMIT_STORAGE"] = "sqlite://"
+    elif workers > 1 and storage.startswith("memory://"):
+        click.echo(
+            "people-service: warning: RATE_LIMIT_STORAGE is memory://, so each of the "
+            f"{workers} workers counts alone and a limit allows {workers} times as much",
+            err=True,
+        )
     try:
         sockets = server.listen(host, port, workers)
     except OSError as exc:
