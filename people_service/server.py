@@ -13,7 +13,7 @@ import time
 
 from waitress import create_server
 
-from . import create_app, credentials, transfer
+from . import create_app, credentials, logs, transfer
 from .config import ConfigError
 from .web import services
 
@@ -80,6 +80,7 @@ def run(overrides: dict, sockets: list[socket.socket], *, demo: bool, **options)
     on a first start, `demo` loads the demo. Returns the exit status."""
     for number in STOP_SIGNALS:  # a signal during start-up stops it cleanly too
         signal.signal(number, _stop)
+    logs.install()  # the serving process sets up logging; loading the app does not
     allow_connections(options["connection_limit"])
     app = create_app(overrides)
     hint = bootstrap(services(app).store, demo)
