@@ -358,3 +358,15 @@ def test_workers_share_the_connections(tmp_path):
         for session in sessions:
             session.close()
         assert server.stop() == 0
+
+
+def test_a_second_server_with_workers_cannot_share_the_port_of_the_first(tmp_path):
+    """SO_REUSEPORT would let it join the first server's port: it is refused instead."""
+    server = ServerProcess(database(tmp_path), args=["--workers", "2"]).start()
+    try:
+        port = str(address(server)[1])
+        result = cli("serve", "--port", port, "--workers", "2", db=database(tmp_path), timeout=30)
+        assert result.returncode == 1
+        assert "address already in use" in result.stderr
+    finally:
+        assert server.stop() == 0
