@@ -234,7 +234,7 @@ class ServerProcess:
         With PEOPLE_SERVICE_TEST_WORKERS=N in the environment, servers run N worker processes
         (gunicorn), unless a test chose for itself: CI runs the end-to-end tests that way too.
         """
-        command = [sys.executable, "-m", "people_service.cli", "serve", "--db", str(self.db)]
+        command = [sys.executable, "-m", "people_service.cli", "serve", "--db", self.db, "--demo"]
         workers = os.environ.get("PEOPLE_SERVICE_TEST_WORKERS")
         extra = ["--workers", workers] if workers and "--workers" not in self.args else []
         return [*command, "--port", str(free_port()), *extra, *self.args]

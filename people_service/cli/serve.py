@@ -1,9 +1,8 @@
-"""`people-service serve`: waitress in one process, gunicorn's workers for several."""
+"""`people-service serve`: waitress in one process, or in several that share the port."""
 
 from __future__ import annotations
 
 import errno
-import socket
 
 import click
 
@@ -28,7 +27,7 @@ from .base import CommandError, cli, database_option
     type=click.IntRange(min=1),
     default=1,
     show_default=True,
-    help="Processes (above 1: gunicorn runs them, and rate limits are shared among them).",
+    help="Processes; with several, rate limits are shared among them.",
 )
 @click.option(
     "--connection-limit",
@@ -40,34 +39,35 @@ from .base import CommandError, cli, database_option
 @click.option(
     "--channel-timeout",
     type=click.IntRange(min=1),
-    default=30,
+    default=15,
     show_default=True,
-    help="Idle seconds before a connection is closed.",
+    help="Seconds a connection may send nothing (idle, or in the middle of a request) "
+    "before it is closed.",
 )
-def serve(database, host, port, threads, workers, connection_limit, channel_timeout):
-    """Serve the API; on a first start, load the demo and print a demo key."""
-    from .. import create_app, server
+@click.option(
+    "--demo",
+    is_flag=True,
+    help="On an empty database, load the demo data and print a demo key "
+    "(always so for the default database).",
+)
+def serve(database, host, port, threads, workers, connection_limit, channel_timeout, demo):
+    """Serve the API."""
+    from .. import config, server
 
     overrides = {"DATABASE": database} if database else {}
-    options = dict(host=host, port=port, threads=threads, connection_limit=connection_limit)
-    options["channel_timeout"] = channel_timeout
-    check_address(host, port)
-    if workers == 1:
-        return server.serve(create_app(overrides), **options)
-    return server.serve_workers(overrides, workers=workers, **options)
-
-
-def check_address(host: str, port: int) -> None:
-    """Bind the address and let it go again, as waitress and gunicorn bind it (SO_REUSEADDR),
-    so that a taken port is one line before anything starts, not the end of a traceback
-    (waitress) or five retries and ten log lines (gunicorn). Raises CommandError."""
+    settings = config.load(overrides)
+    storage = settings["RATE_LIMIT_STORAGE"]
+    if workers > 1 and not storage:
+        # the counters file beside the database: limits stay exact across the processes
+        overrides["RATE_LIMIT_STORAGE"] = "sqlite://"
+    elif workers > 1 and storage.startswith("memory://"):
+        click.echo(
+            "people-service: warning: RATE_LIMIT_STORAGE is memory://, so each of the "
+            f"{workers} workers counts alone and a limit allows {workers} times as much",
+            err=True,
+        )
     try:
-        family, kind, proto, _, address = socket.getaddrinfo(
-            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-        )[0]
-        with socket.socket(family, kind, proto) as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            probe.bind(address)
+        sockets = server.listen(host, port, workers)
     except OSError as exc:
         why = exc.strerror or str(exc)
         why = why[:1].lower() + why[1:]
@@ -75,3 +75,11 @@ def check_address(host: str, port: int) -> None:
             why += " (another server? choose another with --port)"
         shown = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         raise CommandError(f"cannot listen on {shown}: {why}") from None
+    return server.run(
+        overrides,
+        sockets,
+        demo=demo or settings["DATABASE"] == config.DEFAULTS["DATABASE"],
+        threads=threads,
+        connection_limit=connection_limit,
+        channel_timeout=channel_timeout,
+    )
