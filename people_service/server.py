@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import atexit
+import glob
 import logging
 import os
 import resource
+import shutil
 import signal
 import socket
 import sys
+import tempfile
 import threading
 import time
 
@@ -27,6 +31,8 @@ MAX_HEADER_BYTES = 64 * 1024
 # open files a process needs beside its connections (listening sockets, databases, pipes)
 SPARE_FILES = 64
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+# prometheus-client's multiprocess mode: each process writes its samples to files there
+METRICS_DIR = "PROMETHEUS_MULTIPROC_DIR"
 
 
 def listen(host: str, port: int, count: int) -> list[socket.socket]:
@@ -82,6 +88,8 @@ def run(overrides: dict, sockets: list[socket.socket], *, demo: bool, **options)
         signal.signal(number, _stop)
     logs.install()  # the serving process sets up logging; loading the app does not
     allow_connections(options["connection_limit"])
+    if len(sockets) > 1 or os.environ.get(METRICS_DIR):
+        share_metrics()  # before create_app imports prometheus_client, which reads it then
     app = create_app(overrides)
     hint = bootstrap(services(app).store, demo)
     host, port = sockets[0].getsockname()[:2]
@@ -155,6 +163,23 @@ def _stop(signum, frame):
     for number in STOP_SIGNALS:
         signal.signal(number, signal.SIG_IGN)
     raise SystemExit(0)
+
+
+def share_metrics() -> None:
+    """Let /metrics add up every worker: PROMETHEUS_MULTIPROC_DIR emptied of an earlier run's
+    samples, or a fresh directory that this process removes when it ends."""
+    directory = os.environ.get(METRICS_DIR)
+    if directory:
+        for stale in glob.glob(os.path.join(directory, "*.db")):
+            os.remove(stale)
+        return
+    directory = os.environ[METRICS_DIR] = tempfile.mkdtemp(prefix="people-service-metrics-")
+    owner = os.getpid()  # forked workers inherit this atexit hook: only the parent removes
+
+    @atexit.register
+    def remove() -> None:
+        if os.getpid() == owner:
+            shutil.rmtree(directory, ignore_errors=True)
 
 
 def serve_workers(overrides: dict, sockets: list[socket.socket], **options) -> int:

@@ -109,3 +109,31 @@ def test_metrics_can_be_switched_off(tmp_path):
         assert answer.content_type == "application/problem+json"
     finally:
         close_app(app)
+
+
+def test_metrics_add_up_every_worker_of_serve_workers(tmp_path, sqlite_only):
+    import requests
+
+    from .conftest import ServerProcess, database
+
+    server = ServerProcess(database(tmp_path), args=["--workers", "2"]).start()
+    try:
+        admin = cli_key(server.db)
+        for _ in range(40):  # a new connection each: SO_REUSEPORT spreads them over both workers
+            assert requests.get(server.url + "/health", timeout=10).status_code == 200
+        for _ in range(6):  # whichever worker answers the scrape, it counts all 40
+            scrape = requests.get(
+                server.url + "/metrics", headers={"X-API-Key": admin}, timeout=10
+            )
+            assert scrape.status_code == 200
+            health = dict(route="/health", method="GET", status="200")
+            assert value(scrape.text, "people_service_requests_total", **health) == 40
+    finally:
+        server.stop()
+
+
+def cli_key(db: str) -> str:
+    from .conftest import cli
+
+    result = cli("keys", "create", "scraper", "--scopes", "read,admin", db=db)
+    return result.stdout.strip().splitlines()[-1]
