@@ -122,9 +122,7 @@ def test_metrics_add_up_every_worker_of_serve_workers(tmp_path, sqlite_only):
         for _ in range(40):  # a new connection each: SO_REUSEPORT spreads them over both workers
             assert requests.get(server.url + "/health", timeout=10).status_code == 200
         for _ in range(6):  # whichever worker answers the scrape, it counts all 40
-            scrape = requests.get(
-                server.url + "/metrics", headers={"X-API-Key": admin}, timeout=10
-            )
+            scrape = requests.get(server.url + "/metrics", headers={"X-API-Key": admin}, timeout=10)
             assert scrape.status_code == 200
             health = dict(route="/health", method="GET", status="200")
             assert value(scrape.text, "people_service_requests_total", **health) == 40
