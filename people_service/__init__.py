@@ -23,8 +23,7 @@ from .rest.tokens import bp as tokens_bp
 from .schemas import ID_PATTERN
 from .store import Store, is_url, open_store
 from .usage import UsageTracker
-from .web import Services, cors, lifecycle, pages, problems
-from .web.ratelimit import RateLimits
+from .web import Services, cors, lifecycle, pages, problems, ratelimit
 
 __all__ = ["create_app", "ConfigError", "prepare_directory"]
 
@@ -108,7 +107,7 @@ def create_app(config: dict | None = None) -> lifecycle.App:
     for blueprint in (people_bp, messages_bp, ops_bp, tokens_bp, graphql_bp, front_bp, pages.bp):
         app.register_blueprint(blueprint)
     cors.init_app(app)  # before the limiter: preflights are answered before anyone is charged
-    services.limiter = RateLimits(
+    services.limiter = ratelimit.init_app(
         app, unlimited=services.unlimited, handshake={"tokens.issue_token"}
     )
     _apps.add(services)
