@@ -195,9 +195,9 @@ class SQLiteCounters(Storage, SlidingWindowCounterSupport):
                 self._connections.remove(conn)
         conn.close()
 
-    def _write(self, work, *args):
+    def _write(self, work, *args, conn: sqlite3.Connection | None = None):
         """`work(conn, *args)` as the one writer of this file, in autocommit."""
-        conn = self._connection()
+        conn = conn or self._connection()
         with self._lock:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
             try:
@@ -272,11 +272,13 @@ class SQLiteCounters(Storage, SlidingWindowCounterSupport):
         # the keys limits' own storages use: the window's number since the epoch
         return f"{key}/{int((now - expiry) / expiry)}", f"{key}/{int(now / expiry)}"
 
-    def _windows(self, key: str, expiry: int, now: float) -> tuple[int, float, int, float]:
+    def _windows(
+        self, key: str, expiry: int, now: float, conn=None
+    ) -> tuple[int, float, int, float]:
         """(previous count, previous TTL, current count, current TTL), as MemoryStorage."""
         previous_key, current_key = self._window_keys(key, expiry, now)
         counts = dict(
-            self._connection()
+            (conn or self._connection())
             .execute(
                 "SELECT key, value FROM counters WHERE key IN (?, ?) AND expires_at > ?",
                 (previous_key, current_key, now),
@@ -295,8 +297,8 @@ class SQLiteCounters(Storage, SlidingWindowCounterSupport):
         hit adds nothing."""
         if amount > limit:
             return False
-        now = time.time()
-        previous, previous_ttl, current, _ = self._windows(key, expiry, now)
+        now, conn = time.time(), self._connection()
+        previous, previous_ttl, current, _ = self._windows(key, expiry, now, conn)
         if floor(previous * previous_ttl / expiry + current) + amount > limit:
             return False  # refused on the read alone
         if amount <= 0:
@@ -312,7 +314,7 @@ class SQLiteCounters(Storage, SlidingWindowCounterSupport):
             "expires": now + 2 * expiry,
             "weight": 1 - (((now - expiry) / expiry) % 1),  # the previous window's share
         }
-        return self._write(self._one, ACQUIRE, params) is not None
+        return self._write(self._one, ACQUIRE, params, conn=conn) is not None
 
     def get_sliding_window(self, key: str, expiry: int) -> tuple[int, float, int, float]:
         return self._windows(key, expiry, time.time())

@@ -106,7 +106,7 @@ def init_app(app, *, unlimited=frozenset(), handshake=frozenset()) -> Limiter:
     def refusal_detail() -> str:
         breached = limiter.current_limit
         spent = g.get("rate_limit_cost", 1)
-        if measure() is None or breached is None:
+        if breached is None or measure() is None or caller() is None:
             return f"Rate limit exceeded ({breached.limit if breached else limit()})."
         return (
             f"This query costs {spent}, and the rate limit ({breached.limit}) has "
@@ -148,7 +148,8 @@ def init_app(app, *, unlimited=frozenset(), handshake=frozenset()) -> Limiter:
         try:
             item = short(limit(), found.key)
             if item is not None:
-                raise refusal(item, found.key, f"Rate limit exceeded ({item}).")
+                detail = f"Rate limit exceeded ({item}): nothing is left for a query."
+                raise refusal(item, found.key, detail)
             refused = "refused:" + found.key
             item = short(current_app.config["ANONYMOUS_RATE_LIMIT"], refused)
         except RateLimited:
