@@ -213,12 +213,17 @@ class SQLiteCounters(Storage, SlidingWindowCounterSupport):
 
     @staticmethod
     def _one(conn: sqlite3.Connection, sql: str, params) -> tuple | None:
-        return conn.execute(sql, params).fetchone()
+        # fetchall: the statement runs to its end, and commits, before the lock is let go
+        rows = conn.execute(sql, params).fetchall()
+        return rows[0] if rows else None
 
     def close(self) -> None:
         """Close every connection this storage opened (for tests and orderly shutdowns)."""
         with self._lock:
             connections, self._connections = self._connections, []
+            if self._pid == os.getpid():
+                os.close(self._lock_fd)
+            self._pid = None
         for conn in connections:
             conn.close()
         self._local = threading.local()
