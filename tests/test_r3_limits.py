@@ -3,13 +3,17 @@ says, windows charged only for what they let through, and a private counters fil
 
 from __future__ import annotations
 
+import fcntl
 import os
 import sqlite3
 import stat
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from limits import parse
 from limits.storage import storage_from_string
+from limits.strategies import STRATEGIES
 
 from people_service import credentials
 from people_service.web import services
@@ -147,3 +151,27 @@ def test_the_counters_file_never_holds_a_tried_username(tmp_path, sqlite_only):
         assert not any("mallory" in key for key in keys), keys
     finally:
         close_app(app)
+
+
+def test_writers_queue_on_the_lock_file_and_refusals_do_not_wait(tmp_path, sqlite_only):
+    """A hit over the limit is refused on a read alone; an accepted one waits for the writer
+    that holds `<file>.lock` (another process's) and goes through once it lets go."""
+    storage = storage_from_string(f"sqlite://{tmp_path}/c.db")
+    strategy = STRATEGIES["sliding-window-counter"](storage)
+    item = parse("2/day")
+    assert [strategy.hit(item, "full") for _ in range(3)] == [True, True, False]
+    other = os.open(tmp_path / "c.db.lock", os.O_RDWR)  # another open file: flock conflicts
+    fcntl.flock(other, fcntl.LOCK_EX)
+    try:
+        started = time.monotonic()
+        assert not strategy.hit(item, "full")
+        assert time.monotonic() - started < 2
+        with ThreadPoolExecutor(1) as pool:
+            accepted = pool.submit(strategy.hit, item, "free")
+            time.sleep(0.3)
+            assert not accepted.done()  # queued behind the other writer
+            fcntl.flock(other, fcntl.LOCK_UN)
+            assert accepted.result(timeout=10) is True
+    finally:
+        os.close(other)
+        storage.close()
