@@ -70,8 +70,7 @@ def create_app(config: dict | None = None) -> Flask:
     from .rest.params import IdConverter
     from .rest.people import bp as people_bp
     from .rest.tokens import bp as tokens_bp
-    from .web import Services, cors, lifecycle, metrics, pages, problems
-    from .web.ratelimit import RateLimits
+    from .web import Services, cors, lifecycle, metrics, pages, problems, ratelimit
 
     options = settings.load(config)
     # the level only: handlers are set up by the serving code or the first request (lifecycle)
@@ -106,7 +105,7 @@ def create_app(config: dict | None = None) -> Flask:
     for blueprint in (people_bp, messages_bp, ops_bp, tokens_bp, graphql_bp, front_bp, pages.bp):
         app.register_blueprint(blueprint)
     cors.init_app(app)  # before the limiter: preflights are answered before anyone is charged
-    services.limiter = RateLimits(
+    services.limiter = ratelimit.init_app(
         app, unlimited=services.unlimited, handshake={"tokens.issue_token"}
     )
     _apps.add(services)

@@ -24,9 +24,8 @@ DEFAULTS: dict[str, object] = {
     # limit of the token handshake, per client address and username
     "AUTH_RATE_LIMIT": "10/minute",
     # where the rate-limit counters live: memory:// (this process), sqlite://PATH (every
-    # process of this machine), redis://host:port (every machine); unset: memory://, or the
-    # file sqlite:// names (beside the database) once the WSGI server says it runs several
-    # processes (wsgi.multiprocess)
+    # process of this machine), redis://host:port (every machine); unset or a bare sqlite://:
+    # the counters file beside the database
     "RATE_LIMIT_STORAGE": "",
     # prefix of the counters' keys, so several deployments can share one Redis
     "RATE_LIMIT_PREFIX": "people-service",
@@ -150,8 +149,8 @@ def cors_origins(value) -> list[str]:
 
 
 def check_storage(storage: str) -> str:
-    """Return `storage` if it is empty (decided at the first request) or names a storage this
-    service supports; whether its file or server can be used shows when the app is built."""
+    """Return `storage` if it is empty (the counters file beside the database) or names a
+    storage this service supports; whether it can be used shows when the app is built."""
     if not storage or storage.startswith(STORAGE_SCHEMES):
         return storage
     raise ConfigError(

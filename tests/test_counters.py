@@ -1,8 +1,7 @@
-"""Rate-limit counters in a SQLite file shared by processes: the storage, the choice, the server."""
+"""Rate-limit counters in a SQLite file shared by processes: the storage, the app, the server."""
 
 from __future__ import annotations
 
-import logging
 import multiprocessing
 import sqlite3
 import tempfile
@@ -24,12 +23,6 @@ from people_service.store.counters import SQLiteCounters, default_uri
 from people_service.web import services
 
 from .conftest import ACTIVE, GENEROUS, ServerProcess, cli, close_app, database, make_app, new_key
-
-# What the WSGI server says in wsgi.multiprocess. werkzeug's EnvironBuilder writes that key
-# from its `multiprocess` argument, over anything given in environ_base.
-MULTIPROCESS = {"multiprocess": True}
-SINGLE = {"multiprocess": False}
-
 
 OPENED: list[SQLiteCounters] = []
 
@@ -60,8 +53,8 @@ def test_limits_and_flask_limiter_build_the_storage_from_its_uri(tmp_path, sqlit
     assert type(storage) is SQLiteCounters
     assert storage.path == str(tmp_path / "counters.db")
     assert not SQLiteCounters.__abstractmethods__  # fails loudly if limits adds a method
-    for name, strategy in STRATEGIES.items():
-        assert isinstance(strategy(storage), strategy), name  # each strategy accepts it
+    for name in ("sliding-window-counter", "fixed-window"):
+        assert isinstance(STRATEGIES[name](storage), STRATEGIES[name]), name
     limiter = Limiter(lambda: "k", storage_uri=f"sqlite://{tmp_path}/f.db", strategy="fixed-window")
     limiter.init_app(flask.Flask(__name__))
     assert type(limiter.storage) is SQLiteCounters
@@ -97,7 +90,7 @@ def _hammer(uri, strategy_name, limit, key, threads, hits, start, results):
         results.put(repr(exc))
 
 
-@pytest.mark.parametrize("strategy", ["sliding-window-counter", "moving-window", "fixed-window"])
+@pytest.mark.parametrize("strategy", ["sliding-window-counter", "fixed-window"])
 def test_processes_and_threads_in_parallel_get_exactly_the_limit(tmp_path, strategy, sqlite_only):
     uri = f"sqlite://{tmp_path}/counters.db"
     storage_at(tmp_path / "counters.db").close()  # the file exists before the race
@@ -151,17 +144,6 @@ def test_a_cost_above_the_limit_is_refused_and_leaves_room(tmp_path, sqlite_only
     assert strategy.hit(item, "k")
 
 
-def test_moving_window_refusals_cost_nothing_and_entries_expire(tmp_path, sqlite_only):
-    storage = storage_at(tmp_path / "c.db")
-    strategy = STRATEGIES["moving-window"](storage)
-    item = parse("3/second")
-    assert [strategy.hit(item, "k") for _ in range(5)] == [True, True, True, False, False]
-    start, used = storage.get_moving_window(item.key_for("k"), 3, 1)
-    assert used == 3 and time.time() - 1 <= start <= time.time()
-    wait_until(start + 1.05)
-    assert [strategy.hit(item, "k", cost=2) for _ in range(2)] == [True, False]
-
-
 def test_fixed_window_counts_and_starts_afresh_after_its_expiry(tmp_path, sqlite_only):
     storage = storage_at(tmp_path / "c.db")
     assert [storage.incr("k", 1) for _ in range(3)] == [1, 2, 3]
@@ -180,15 +162,13 @@ def test_expired_counters_are_purged_so_the_file_stays_bounded(tmp_path, sqlite_
     storage.PURGE_EVERY = 10
     item = parse("100/second")
     strategy = STRATEGIES["sliding-window-counter"](storage)
-    moving = STRATEGIES["moving-window"](storage)
     for n in range(200):
         strategy.hit(item, f"key{n}")
-        moving.hit(item, f"key{n}")
-    assert rows(path) > 100 and rows(path, "entries") > 100
+    assert rows(path) > 100
     wait_until(time.time() + 2.1)  # a window counter lives two windows
     for _ in range(20):
         storage.incr("live", 60)
-    assert rows(path) == 1 and rows(path, "entries") == 0
+    assert rows(path) == 1
 
 
 def test_clear_and_reset_remove_counters(tmp_path, sqlite_only):
@@ -199,33 +179,32 @@ def test_clear_and_reset_remove_counters(tmp_path, sqlite_only):
     strategy.clear(item, "a")
     assert strategy.hit(item, "a")
     storage.incr("b", 60)
-    STRATEGIES["moving-window"](storage).hit(item, "c")
-    assert storage.reset() == 3
+    assert storage.reset() == 2
     assert storage.get("b") == 0 and strategy.get_window_stats(item, "a")[1] == 2
     storage.incr("b", 60)
     storage.clear("b")
     assert storage.get("b") == 0
 
 
-def test_check_says_whether_the_file_answers(tmp_path, monkeypatch, sqlite_only):
+def test_check_says_whether_the_file_answers(tmp_path, sqlite_only):
     directory = tmp_path / "gone"
     directory.mkdir()
     storage = storage_at(directory / "c.db")
     assert storage.check()
     for name in ("c.db", "c.db-wal", "c.db-shm"):
         (directory / name).unlink(missing_ok=True)
+    for name in ("c.db.lock",):
+        (directory / name).unlink(missing_ok=True)
     directory.rmdir()
-    monkeypatch.setattr(counters, "FILE_CHECK_SECONDS", 0.0)
     assert not storage.check()
 
 
-def test_a_deleted_file_is_recreated_instead_of_counting_alone(tmp_path, monkeypatch, sqlite_only):
+def test_a_deleted_file_is_recreated_instead_of_counting_alone(tmp_path, sqlite_only):
     path = tmp_path / "c.db"
     storage = storage_at(path)
     storage.incr("k", 60)
     for name in ("c.db", "c.db-wal", "c.db-shm"):
         (tmp_path / name).unlink(missing_ok=True)
-    monkeypatch.setattr(counters, "FILE_CHECK_SECONDS", 0.0)
     assert storage.incr("k", 60) == 1
     assert path.exists() and rows(path) == 1
 
@@ -263,11 +242,11 @@ def test_a_directory_planted_by_someone_else_is_refused(tmp_path, monkeypatch):
         default_uri("postgresql://db.internal/people")
 
 
-# -- the choice of storage in the app -------------------------------------------------------
+# -- the choice of storage in the app, made once at start-up ---------------------------------
 
 
 def storage_of(app):
-    return services(app).limiter.limiter.storage
+    return services(app).limiter.storage
 
 
 @pytest.fixture
@@ -279,50 +258,22 @@ def limited(tmp_path):
 
 
 def close_counters(app):
-    """Close the app's counters files; under PostgreSQL the default one lies in the shared
+    """Close the app's counters file; under PostgreSQL the default one lies in the shared
     temporary directory, so it goes too."""
-    for limiter in app.extensions["limiter"]:
-        storage = limiter.storage
-        if isinstance(storage, SQLiteCounters):
-            storage.close()
-            if ACTIVE["backend"] != "sqlite" and storage.path.startswith(tempfile.gettempdir()):
-                for suffix in ("", "-wal", "-shm"):
-                    Path(storage.path + suffix).unlink(missing_ok=True)
+    storage = storage_of(app)
+    if isinstance(storage, SQLiteCounters):
+        storage.close()
+        if ACTIVE["backend"] != "sqlite" and storage.path.startswith(tempfile.gettempdir()):
+            for suffix in ("", "-wal", "-shm", ".lock"):
+                Path(storage.path + suffix).unlink(missing_ok=True)
 
 
-def test_one_process_counts_in_memory(limited):
+def test_by_default_every_process_shares_the_file_beside_the_database(limited):
+    """Also one process alone: a WSGI server may fork several (gunicorn -w 2 app:app)."""
     assert limited.config["RATE_LIMIT_STORAGE"] == ""
-    limited.test_client().get("/health", **SINGLE)
-    assert type(storage_of(limited)) is MemoryStorage
-
-
-def test_several_processes_share_the_file_beside_the_database(limited):
-    response = limited.test_client().get("/health", **MULTIPROCESS)
-    assert response.status_code == 200
     storage = storage_of(limited)
     assert type(storage) is SQLiteCounters
     assert "sqlite://" + storage.path == default_uri(limited.config["DATABASE"])
-
-
-def test_the_choice_is_made_once_at_the_first_request(limited):
-    client = limited.test_client()
-    client.get("/health", **SINGLE)
-    client.get("/health", **MULTIPROCESS)
-    assert type(storage_of(limited)) is MemoryStorage
-
-
-def test_concurrent_first_requests_choose_one_storage(limited):
-    headers = {"X-API-Key": new_key(limited, "a")}
-    barrier = threading.Barrier(8)
-
-    def first():
-        barrier.wait(10)
-        return limited.test_client().get("/people", headers=headers, **MULTIPROCESS)
-
-    with ThreadPoolExecutor(8) as pool:
-        statuses = sorted(r.status_code for r in pool.map(lambda _: first(), range(8)))
-    assert statuses == [200] * 5 + [429] * 3  # one set of counters, not one per thread
-    assert len(limited.extensions["limiter"]) == 2  # built at start, then the shared one
 
 
 def test_two_apps_on_one_database_share_their_counters(tmp_path):
@@ -330,7 +281,7 @@ def test_two_apps_on_one_database_share_their_counters(tmp_path):
     try:
         headers = {"X-API-Key": new_key(apps[0], "a")}
         statuses = [
-            app.test_client().get("/people", headers=headers, **MULTIPROCESS).status_code
+            app.test_client().get("/people", headers=headers).status_code
             for _ in range(3)
             for app in apps
         ]
@@ -341,21 +292,17 @@ def test_two_apps_on_one_database_share_their_counters(tmp_path):
             close_app(app)
 
 
-def test_an_explicit_memory_storage_wins_and_is_warned_about(tmp_path, caplog):
+def test_an_explicit_memory_storage_counts_in_this_process(tmp_path):
     app = make_app(tmp_path, RATE_LIMIT_STORAGE="memory://")
     try:
-        with caplog.at_level(logging.WARNING, logger="people_service"):
-            app.test_client().get("/health", **MULTIPROCESS)
         assert type(storage_of(app)) is MemoryStorage
-        assert "each process counts alone" in caplog.text
     finally:
         close_app(app)
 
 
-def test_an_explicit_sqlite_file_wins_in_one_process(tmp_path):
+def test_an_explicit_sqlite_file_wins(tmp_path):
     app = make_app(tmp_path, RATE_LIMIT_STORAGE=f"sqlite://{tmp_path}/mine.db")
     try:
-        app.test_client().get("/health", **SINGLE)
         assert storage_of(app).path == str(tmp_path / "mine.db")
     finally:
         close_counters(app)
@@ -385,20 +332,11 @@ def test_an_unusable_storage_stops_start_up(tmp_path, storage, message):
         make_app(tmp_path, RATE_LIMIT_STORAGE=storage.format(tmp=tmp_path))
 
 
-def test_an_unusable_default_file_leaves_counting_per_process(tmp_path, sqlite_only, caplog):
-    app = make_app(tmp_path, RATE_LIMIT="2/day")
-    try:
-        Path(app.config["DATABASE"] + ".ratelimits").mkdir()  # not a file SQLite can open
-        headers = {"X-API-Key": new_key(app, "a")}
-        client = app.test_client()
-        statuses = [
-            client.get("/people", headers=headers, **MULTIPROCESS).status_code for _ in range(3)
-        ]
-        assert statuses == [200, 200, 429]
-        assert type(storage_of(app)) is MemoryStorage
-        assert "cannot open the shared rate-limit counters" in caplog.text
-    finally:
-        close_app(app)
+def test_an_unusable_default_file_stops_start_up(tmp_path, sqlite_only):
+    """Counting per process instead would let several processes allow that many times more."""
+    Path(database(tmp_path) + ".ratelimits").mkdir()  # not a file SQLite can open
+    with pytest.raises(ConfigError, match="cannot use RATE_LIMIT_STORAGE"):
+        make_app(tmp_path)
 
 
 # -- end to end: two servers, one counters file ---------------------------------------------

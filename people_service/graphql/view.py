@@ -20,7 +20,7 @@ from ..errors import (
     graphql_code,
 )
 from ..schemas import sentence
-from ..web import get_store, services
+from ..web import get_store, ratelimit
 from ..web.caller import authenticate
 from ..web.jsonio import dump_json, json_body, parse_json
 from ..web.negotiation import HTML, negotiate
@@ -229,36 +229,50 @@ def _request_errors(messages) -> dict:
     return {"errors": [format_error(error) for error in messages]}
 
 
-def execute(data: dict, caller) -> tuple[dict, bool]:
-    """Run a GraphQL request; returns the result and whether it was a request error.
+def prepare(data: dict) -> tuple:
+    """(document, request errors, cost) of a request, measured once: parse, the limits (linear
+    in the document), then the specification's validation. The cost is None for a query
+    refused before it runs as too complex: it costs nothing (rate limits count such refusals
+    on their own)."""
+    if "graphql_prepared" not in g:
+        g.graphql_prepared = _prepare(data)
+    return g.graphql_prepared
 
-    In order: parse, the limits (linear in the document, nothing charged when one refuses),
-    the specification's validation, then the rate limit is charged the cost and it runs.
-    """
-    config = current_app.config
+
+def _prepare(data: dict) -> tuple:
     schema = executable_schema()
-    limiter = services().limiter
     try:
         document = parsing.parse_document(data["query"])
     except parsing.TooComplex as error:
-        limiter.waive()
-        return _request_errors([error]), True
+        return None, [error], None
     except GraphQLError as error:
-        return _request_errors([error]), True
+        return None, [error], 1
     if reads_url():
         operation = get_operation_ast(document, data.get("operationName"))
         if operation is not None and operation.operation != OperationType.QUERY:
             raise MethodNotAllowed("Mutations must be sent with POST.", headers={"Allow": "POST"})
-    errors, cost = check_limits(schema, document, data, limiter.budget())
+    errors, cost = check_limits(schema, document, data, ratelimit.budget())
     if errors:
-        limiter.waive()
-        return _request_errors(errors), True
-    errors = _validate(schema, data["query"], config["INTROSPECTION"])
+        return None, errors, None
+    errors = _validate(schema, data["query"], current_app.config["INTROSPECTION"])
     if errors:
-        if isinstance(errors[0], parsing.TooComplex):
-            limiter.waive()
+        return None, errors, None if isinstance(errors[0], parsing.TooComplex) else 1
+    return document, (), cost
+
+
+def rate_limit_cost() -> int | None:
+    """What the rate limit charges this request (web.ratelimit asks, once authenticated)."""
+    response_type()  # a request answered 406 costs 1, as any other error
+    return prepare(request_data())[2]
+
+
+def execute(data: dict, caller) -> tuple[dict, bool]:
+    """Run a GraphQL request; returns the result and whether it was a request error."""
+    config = current_app.config
+    schema = executable_schema()
+    document, errors, cost = prepare(data)
+    if errors:
         return _request_errors(errors), True
-    limiter.charge(cost)
     operation = get_operation_ast(document, data.get("operationName"))
     if operation is not None:  # counted by web.metrics once answered
         name = operation.name.value if operation.name else None
@@ -307,8 +321,7 @@ def graphql_endpoint():
     return graphql_response(result, status, media)
 
 
-# the rate limit charges it the query's cost, once the caller and the document are known
-graphql_endpoint.prices_itself = True
+graphql_endpoint.rate_limit_cost = rate_limit_cost
 
 
 @bp.get("/graphql/schema.graphql")

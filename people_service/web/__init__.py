@@ -22,7 +22,7 @@ class Services:
     token_secret: str
     # endpoints that are never rate limited
     unlimited: set[str] = field(default_factory=set)
-    # the rate limiter (web.ratelimit.RateLimits), set once the blueprints are registered
+    # flask-limiter's Limiter (web.ratelimit.init_app), set once the blueprints are registered
     limiter: object | None = None
     # rendered once, on first use
     explorer: str | None = None
