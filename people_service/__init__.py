@@ -5,7 +5,6 @@ from __future__ import annotations
 import atexit
 import logging
 import os
-import re
 import weakref
 
 from werkzeug.routing import BaseConverter
@@ -13,7 +12,7 @@ from werkzeug.routing import BaseConverter
 from . import config as settings
 from . import logs
 from .config import ConfigError
-from .credentials import CallerCache, load_secret
+from .credentials import load_secret
 from .graphql.view import bp as graphql_bp
 from .rest.front import bp as front_bp
 from .rest.messages import bp as messages_bp
@@ -21,7 +20,7 @@ from .rest.ops import bp as ops_bp
 from .rest.people import bp as people_bp
 from .rest.tokens import bp as tokens_bp
 from .schemas import ID_PATTERN
-from .store import Store, is_url, open_store
+from .store import Store, is_url, open_store, redacted
 from .usage import UsageTracker
 from .web import Services, cors, lifecycle, pages, problems
 from .web.ratelimit import RateLimits
@@ -58,11 +57,6 @@ def prepare_directory(database: str) -> None:
     os.makedirs(directory)  # data/ of a fresh clone or install: one command serves the demo
 
 
-def redacted(database: str) -> str:
-    """DATABASE without the password a PostgreSQL URL may carry."""
-    return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", str(database))
-
-
 # Every app of this process: at exit their pending usage counts are written, whichever WSGI
 # server ran them (a weak set, so that apps a test throws away are not kept alive).
 _apps: weakref.WeakSet = weakref.WeakSet()
@@ -93,7 +87,6 @@ def create_app(config: dict | None = None) -> lifecycle.App:
     app.config["SECRET_KEY"] = None
     services = app.extensions["people_service"] = Services(
         store=store,
-        callers=CallerCache(store),
         usage=UsageTracker(store, options["USAGE_FLUSH_SECONDS"]),
         token_secret=token_secret,
         unlimited={"ops.health"},

@@ -15,6 +15,7 @@ from waitress.server import BaseWSGIServer
 from waitress.task import WSGITask
 
 from . import credentials, transfer
+from .errors import Conflict
 from .web import services
 from .web.lifecycle import REFUSED
 
@@ -170,12 +171,16 @@ def create_server(app, *, host: str, port: int, threads: int, **adjustments):
 def bootstrap(app, out=sys.stdout) -> str | None:
     """On a first start with an empty database: demo data and a demo key, printed once."""
     store = services(app).store
-    # one transaction: of several instances starting on one empty database, one loads the demo
-    with store.transaction():
-        if not store.is_empty():
-            return None
-        people, friendships = transfer.load_demo(store)
-        key = credentials.create_key(store, "demo", "read,write")
+    # one transaction, the key's unique name first: of several instances starting on one empty
+    # database, one loads the demo and the others find the name taken
+    try:
+        with store.transaction():
+            if not store.is_empty():
+                return None
+            key = credentials.create_key(store, "demo", "read,write")
+            people, friendships = transfer.load_demo(store)
+    except Conflict:
+        return None
     print(f"Loaded the demo data: {people} people, {friendships} friendships.", file=out)
     print("Demo API key (shown once; send it as X-API-Key):", file=out)
     print("(lost it? `people-service keys create --name NAME` makes another one)", file=out)

@@ -8,6 +8,7 @@ from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 
 from ..errors import ServiceError
+from .schema import FOLD_PLACES_AT, MIGRATIONS, SCHEMA_VERSION
 
 
 def iso(timestamp: float) -> str:
@@ -46,18 +47,20 @@ def translated(method):
 
 
 class StoreBase:
-    """The hooks each backend provides, and the schema upgrade both run.
+    """The hooks each backend provides, and the schema migrations both run.
 
     A backend provides `_execute` (rows as dicts, `?` placeholders), `_insert` (returns the new
-    id), `_executemany`, `_script` (a migration's SQL text), `transaction`, `translate` and the
-    dialect bits below. Write transactions are serialized, as SQLite's BEGIN IMMEDIATE does, so
-    a check and the write it guards (If-Match, Idempotency-Key) never interleave with another
-    writer.
+    id), `_executemany`, `_script` (a migration's SQL text), `transaction`, `snapshot`,
+    `translate` and the dialect bits below. Checks and the writes they guard (If-Match,
+    Idempotency-Key) hold under concurrent writers through row locks (`FOR_UPDATE`) and
+    constraints.
     """
 
     driver_error: type[Exception] = Exception
     integrity_error: type[Exception] = Exception
     GREATEST = "max"  # the two-argument maximum
+    FOR_UPDATE = ""  # locks the rows a SELECT reads until the transaction ends
+    DIALECT: dict[str, str] = {}  # the spellings MIGRATIONS leave open
 
     def _execute(self, sql: str, params=()):
         raise NotImplementedError
@@ -76,6 +79,11 @@ class StoreBase:
         """One write transaction; nested uses join the outer one."""
         raise NotImplementedError
 
+    def snapshot(self) -> AbstractContextManager:
+        """Reads that see one state of the database (a count and its page); nothing is
+        written inside it."""
+        raise NotImplementedError
+
     def release(self) -> None:
         """The calling thread is done for now (a request ended): give back its connection."""
 
@@ -92,14 +100,16 @@ class StoreBase:
     def translate(self, error: Exception) -> ServiceError:
         raise NotImplementedError
 
-    def _upgrade(self, migrations: list, version: int, record) -> None:
+    def _migrate(self, version: int, record) -> None:
         """Run the migrations after `version` in the caller's transaction, `record(n)` after
-        each; a migration is a callable that takes the store."""
-        if version > len(migrations):
+        each."""
+        if version > SCHEMA_VERSION:
             raise RuntimeError(
                 f"database schema version {version} is newer than this people-service "
-                f"({len(migrations)})"
+                f"({SCHEMA_VERSION})"
             )
-        for number, migration in enumerate(migrations[version:], start=version + 1):
-            migration(self)
+        for number in range(version + 1, SCHEMA_VERSION + 1):
+            self._script(MIGRATIONS[number - 1].format(**self.DIALECT))
+            if number == FOLD_PLACES_AT:
+                self._fold_places()
             record(number)

@@ -44,44 +44,33 @@ class CredentialStore:
     def list_keys(self) -> list[dict]:
         return self._execute(f"SELECT {KEY_COLUMNS} FROM api_keys ORDER BY id").fetchall()
 
-    def _changed(self, cursor) -> bool:
-        """Whether a statement changed a credential; if so, servers drop their cached callers."""
-        if cursor.rowcount:
-            self._credentials_changed()
-        return cursor.rowcount > 0
-
     @translated
     def revoke_key(self, name: str) -> bool:
-        """Revoke a key; servers on this database notice at their next request."""
-        return self._changed(
+        """Revoke a key; servers on this database refuse it from their next request."""
+        return (
             self._execute(
                 "UPDATE api_keys SET revoked_at = ? WHERE name = ? AND revoked_at IS NULL",
                 (now_iso(), name),
-            )
+            ).rowcount
+            > 0
         )
 
     @translated
     def rotate_key(self, name: str, prefix: str, key_hash: str) -> bool:
         """Give an active key a new secret; its name, scopes, limit and usage stay."""
-        return self._changed(
+        return (
             self._execute(
                 "UPDATE api_keys SET prefix = ?, key_hash = ?"
                 " WHERE name = ? AND revoked_at IS NULL",
                 (prefix, key_hash, name),
-            )
+            ).rowcount
+            > 0
         )
 
     @translated
     def delete_key(self, name: str) -> bool:
         """Forget a key (revoked or not); its messages stay, with its name as their sender."""
-        return self._changed(self._execute("DELETE FROM api_keys WHERE name = ?", (name,)))
-
-    def _credentials_changed(self) -> None:
-        """Tell every server that cached callers may be stale."""
-
-    def credentials_epoch(self) -> bytes | None:
-        """Bytes that change whenever a credential is revoked; None: nothing may be cached."""
-        return None
+        return self._execute("DELETE FROM api_keys WHERE name = ?", (name,)).rowcount > 0
 
     @translated
     def usage(self, kind: str, ident: int) -> dict | None:
@@ -94,8 +83,8 @@ class CredentialStore:
     @translated
     def add_usage(self, counts: dict[tuple[str, int], tuple[int, str]]) -> None:
         """Add request counts and move last-used times forward, for keys and users at once."""
-        with self.transaction():
-            for (kind, ident), (count, last_used) in counts.items():
+        with self.transaction():  # in one order, so that two flushes never deadlock
+            for (kind, ident), (count, last_used) in sorted(counts.items()):
                 table = "api_keys" if kind == "api_key" else "users"
                 self._execute(
                     f"UPDATE {table} SET request_count = request_count + ?,"
@@ -136,12 +125,13 @@ class CredentialStore:
     @translated
     def set_password(self, username: str, password_hash: str) -> bool:
         """A new password; tokens issued before it stop working."""
-        return self._changed(
+        return (
             self._execute(
                 "UPDATE users SET password_hash = ?, token_generation = token_generation + 1"
                 " WHERE username = ?",
                 (password_hash, username),
-            )
+            ).rowcount
+            > 0
         )
 
     @translated
@@ -152,11 +142,12 @@ class CredentialStore:
                 "UPDATE users SET disabled_at = ?, token_generation = token_generation + 1"
                 " WHERE username = ? AND disabled_at IS NULL"
             )
-            return self._changed(self._execute(sql, (now_iso(), username)))
+            return self._execute(sql, (now_iso(), username)).rowcount > 0
         sql = "UPDATE users SET disabled_at = NULL WHERE username = ? AND disabled_at IS NOT NULL"
-        return self._changed(self._execute(sql, (username,)))
+        return self._execute(sql, (username,)).rowcount > 0
 
     @translated
     def delete_user(self, username: str) -> bool:
         """Forget a user; its tokens stop working at once."""
-        return self._changed(self._execute("DELETE FROM users WHERE username = ?", (username,)))
+        sql = "DELETE FROM users WHERE username = ?"
+        return self._execute(sql, (username,)).rowcount > 0

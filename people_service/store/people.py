@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from ..errors import NotFound
+from ..errors import Conflict, NotFound
 from .common import contains, fold, now_iso, translated
 from .schema import PERSON_COLUMNS
+
+EMAIL_TAKEN = "A person with this email already exists."
 
 
 class PeopleStore:
@@ -80,8 +82,10 @@ class PeopleStore:
         return self._execute(sql, (*params, limit, offset)).fetchall()
 
     @translated
-    def get_person(self, person_id: int) -> dict | None:
-        sql = f"SELECT {PERSON_COLUMNS} FROM people WHERE id = ?"
+    def get_person(self, person_id: int, lock: bool = False) -> dict | None:
+        """A person; `lock`: and no other transaction changes or deletes it until this one
+        ends (a write that depends on what it read)."""
+        sql = f"SELECT {PERSON_COLUMNS} FROM people WHERE id = ?{self.FOR_UPDATE if lock else ''}"
         return self._execute(sql, (person_id,)).fetchone()
 
     @translated
@@ -128,22 +132,28 @@ class PeopleStore:
     def insert_person(self, person: dict) -> int:
         """Insert a person (columns as in get_person, without id); returns the new id."""
         now = now_iso()
-        return self._insert(
-            "INSERT INTO people (name, name_key, age, email, email_key, street, city, country,"
-            " city_key, country_key, created_at, updated_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (*self._person_values(person), now, now),
-        )
+        try:
+            return self._insert(
+                "INSERT INTO people (name, name_key, age, email, email_key, street, city,"
+                " country, city_key, country_key, created_at, updated_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (*self._person_values(person), now, now),
+            )
+        except self.integrity_error:  # the one constraint a new row can break
+            raise Conflict(EMAIL_TAKEN) from None
 
     @translated
     def update_person(self, person_id: int, person: dict) -> None:
         """Replace every column of a person."""
-        cursor = self._execute(
-            "UPDATE people SET name = ?, name_key = ?, age = ?, email = ?, email_key = ?,"
-            " street = ?, city = ?, country = ?, city_key = ?, country_key = ?, updated_at = ?"
-            " WHERE id = ?",
-            (*self._person_values(person), now_iso(), person_id),
-        )
+        try:
+            cursor = self._execute(
+                "UPDATE people SET name = ?, name_key = ?, age = ?, email = ?, email_key = ?,"
+                " street = ?, city = ?, country = ?, city_key = ?, country_key = ?,"
+                " updated_at = ? WHERE id = ?",
+                (*self._person_values(person), now_iso(), person_id),
+            )
+        except self.integrity_error:
+            raise Conflict(EMAIL_TAKEN) from None
         if cursor.rowcount == 0:
             raise NotFound(f"No person with id '{person_id}'.")
 

@@ -20,6 +20,7 @@ from ..errors import RateLimited, ServiceError
 from ..store.counters import default_uri  # also registers the sqlite:// scheme with limits
 from .caller import peek_caller
 from .jsonio import json_body
+from .problems import with_headers
 
 log = logging.getLogger("people_service")
 
@@ -323,7 +324,7 @@ class RateLimits:
         headers = self._stats(item, key)
         wait = int(headers["X-RateLimit-Reset"]) - time.time()
         headers["Retry-After"] = str(max(1, math.ceil(wait)))
-        return RateLimited(detail.format(item=item), headers=headers)
+        return with_headers(RateLimited(detail.format(item=item)), headers)
 
     def add_headers(self, response):
         due = g.pop("rate_limit_due", None)
