@@ -89,7 +89,7 @@ class Invalid(ServiceError):
 
 class RateLimited(ServiceError):
     graphql_code = "RATE_LIMITED"
-    default_detail = "Rate limit exceeded; retry after the Retry-After seconds."
+    default_detail = "Rate limit exceeded; try again later."
 
 
 class Unavailable(ServiceError):
