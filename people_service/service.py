@@ -84,35 +84,15 @@ def _check(current: dict | None, precondition: Precondition | None) -> None:
 FILTERS = ("name", "city", "country", "min_age", "max_age")
 
 
-def people_query(
-    name=None,
-    city=None,
-    country=None,
-    min_age=None,
-    max_age=None,
-    sort=None,
-    limit=None,
-    offset=None,
-) -> dict:
-    """Checked arguments of a people list: its filters (None: not filtered), its order (a
-    tuple of (key, descending)), limit and offset. An empty name, city or country filters
-    nothing, as an empty form field would."""
-    given = {
-        "name": name,
-        "city": city,
-        "country": country,
-        "min_age": min_age,
-        "max_age": max_age,
-        "sort": sort,
-        "limit": limit,
-        "offset": offset,
-    }
+def people_query(**given) -> dict:
+    """Checked arguments of a people list (name, city, country, min_age, max_age, sort, limit,
+    offset; None: not given): its filters (None: not filtered), its order (a tuple of (key,
+    descending)), limit and offset. An empty name, city or country filters nothing, as an
+    empty form field would."""
     args = {key: value for key, value in given.items() if value is not None}
     query = schemas.load(schemas.people_query_schema, args, error=InvalidArgument)
-    for key in ("name", "city", "country"):
-        query[key] = query.get(key) or None
-    for key in ("min_age", "max_age"):
-        query.setdefault(key, None)
+    for key in FILTERS:
+        query[key] = query.get(key) if key.endswith("_age") else query.get(key) or None
     query.setdefault("sort", ())
     return query
 

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from .common import translated
-
 
 class IdempotencyStore:
     """Saved answers of idempotent requests (mixed into Store)."""
 
     # -- idempotency records ----------------------------------------------------------------
 
-    @translated
     def get_idempotent(self, caller: str, key: str) -> dict | None:
         """The stored answer for a caller's Idempotency-Key."""
         return self._execute(
@@ -18,7 +15,6 @@ class IdempotencyStore:
             (caller, key),
         ).fetchone()
 
-    @translated
     def claim_idempotent(self, caller: str, key: str, fingerprint: str, now: float) -> bool:
         """Record that a caller's Idempotency-Key is being answered; False if a record exists.
 
@@ -34,12 +30,10 @@ class IdempotencyStore:
             > 0
         )
 
-    @translated
     def prune_idempotent(self, before: float) -> None:
         """Forget answers older than `before`."""
         self._execute("DELETE FROM idempotency WHERE created_at < ?", (before,))
 
-    @translated
     def put_idempotent(self, caller: str, key: str, status: int, body: str) -> None:
         """The answer to a claimed key."""
         self._execute(

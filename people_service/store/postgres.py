@@ -13,9 +13,9 @@ from psycopg import errors as pg_errors
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
-from ..errors import Busy, ServiceError, StorageFull, Unavailable
+from ..errors import Busy, Conflict, ServiceError, StorageFull, Unavailable
 from .base import Store
-from .common import translated
+from .common import Rows
 from .schema import SCHEMA_VERSION
 
 IDENTITY_TABLES = ("people", "messages", "api_keys", "users")
@@ -36,22 +36,6 @@ def placeholders(sql: str) -> str:
     return _TOKEN.sub(swap, sql)
 
 
-class Rows:
-    """A statement's rows, read before its connection goes back to the pool."""
-
-    def __init__(self, rows: list[dict], rowcount: int):
-        self.rows, self.rowcount = rows, rowcount
-
-    def fetchone(self) -> dict | None:
-        return self.rows[0] if self.rows else None
-
-    def fetchall(self) -> list[dict]:
-        return self.rows
-
-    def __iter__(self):
-        return iter(self.rows)
-
-
 class PostgresStore(Store):
     """The store in PostgreSQL, shared by several server processes or machines.
 
@@ -61,8 +45,6 @@ class PostgresStore(Store):
     run side by side.
     """
 
-    driver_error = psycopg.Error
-    integrity_error = pg_errors.IntegrityError
     GREATEST = "greatest"
     FOR_UPDATE = " FOR UPDATE"
     NAME_ORDER = 'name_key COLLATE "C"'
@@ -91,7 +73,11 @@ class PostgresStore(Store):
         self._open_lock = threading.Lock()
         self._opened = False
 
-    def translate(self, error: Exception) -> ServiceError:
+    @staticmethod
+    def translate(error: Exception) -> ServiceError:
+        """The domain error for a driver error, by its class."""
+        if isinstance(error, pg_errors.IntegrityError):
+            return Conflict()
         if isinstance(error, pg_errors.DiskFull):
             return StorageFull()
         if isinstance(error, (pg_errors.ReadOnlySqlTransaction, pg_errors.InsufficientPrivilege)):
@@ -129,22 +115,30 @@ class PostgresStore(Store):
             yield conn
 
     def _execute(self, sql: str, params=()) -> Rows:
-        with self._connection() as conn:
-            cursor = conn.execute(placeholders(sql), params)
-            rows = cursor.fetchall() if cursor.description else []
-            return Rows(rows, cursor.rowcount)
+        try:
+            with self._connection() as conn:
+                cursor = conn.execute(placeholders(sql), params)
+                return Rows(cursor.fetchall() if cursor.description else [], cursor.rowcount)
+        except psycopg.Error as error:
+            raise self.translate(error) from error
 
     def _insert(self, sql: str, params=()) -> int:
         return self._execute(sql + " RETURNING id", params).fetchone()["id"]
 
     def _script(self, sql: str) -> None:
         # without parameters, psycopg sends the text as one simple query: every statement of it
-        with self._connection() as conn:
-            conn.execute(sql)
+        try:
+            with self._connection() as conn:
+                conn.execute(sql)
+        except psycopg.Error as error:
+            raise self.translate(error) from error
 
     def _executemany(self, sql: str, rows) -> None:
-        with self._connection() as conn:
-            conn.cursor().executemany(placeholders(sql), list(rows))
+        try:
+            with self._connection() as conn:
+                conn.cursor().executemany(placeholders(sql), list(rows))
+        except psycopg.Error as error:
+            raise self.translate(error) from error
 
     def transaction(self):
         """One write transaction (READ COMMITTED); nested uses join it."""
@@ -197,7 +191,7 @@ class PostgresStore(Store):
         """'ok', or 'unreachable' when PostgreSQL does not answer."""
         try:
             self._execute("SELECT 1 FROM people LIMIT 1")
-        except (psycopg.Error, ServiceError):
+        except ServiceError:
             return "unreachable"
         return "ok"
 
@@ -208,7 +202,6 @@ class PostgresStore(Store):
                 f" coalesce(max(id), 0) + 1, false) FROM {table}"
             )
 
-    @translated
     def stored_secret(self) -> str:
         """The signing secret, kept in the database so that every instance shares it."""
         self._execute(

@@ -11,10 +11,10 @@ from contextlib import contextmanager
 
 import sqlite_utils
 
-from ..errors import Busy, ServiceError, StorageFull, Unavailable
+from ..errors import Busy, Conflict, ServiceError, StorageFull, Unavailable
 from .base import Store
 from .beside import secret_beside
-from .common import translated
+from .common import Rows
 from .schema import MIGRATIONS, SCHEMA_VERSION
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "SQLiteStore", "translate"]
@@ -22,15 +22,13 @@ __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "SQLiteStore", "translate"]
 READ_ONLY = "The database is read-only; nothing was written."
 
 
-def _dict_row(cursor, row):
-    return dict(zip([column[0] for column in cursor.description], row, strict=True))
-
-
 def translate(error: sqlite3.Error) -> ServiceError:
     """The domain error for a SQLite error, by its result code; unexpected ones (a missing
     table, a syntax error) stay internal (500)."""
     code = getattr(error, "sqlite_errorcode", None)
     primary = None if code is None else code & 0xFF
+    if primary == sqlite3.SQLITE_CONSTRAINT:
+        return Conflict()
     if primary in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
         return Busy()
     if primary == sqlite3.SQLITE_FULL:
@@ -61,8 +59,6 @@ class SQLiteStore(Store):
     wait for the lock (busy timeout) instead of failing.
     """
 
-    driver_error = sqlite3.Error
-    integrity_error = sqlite3.IntegrityError
     DIALECT = {
         "identity": "INTEGER PRIMARY KEY AUTOINCREMENT",  # AUTOINCREMENT: ids are never reused
         "reference": "INTEGER",
@@ -72,9 +68,6 @@ class SQLiteStore(Store):
         "v3_orders": "",
     }
     POOL_SIZE = 16  # idle connections kept for the next requests; more are closed
-
-    def translate(self, error: Exception) -> ServiceError:
-        return translate(error)
 
     def _in_ids(self, column: str) -> str:
         return f"{column} IN (SELECT value FROM json_each(?))"
@@ -153,33 +146,36 @@ class SQLiteStore(Store):
     def _connect(self) -> sqlite3.Connection:
         # mode=rw: a database file that vanished is an error, not a new empty file
         uri = "file:" + os.path.abspath(self.path) + "?mode=rw"
-        try:
-            conn = sqlite3.connect(
-                uri,
-                uri=True,
-                timeout=self.busy_timeout,
-                isolation_level=None,  # we issue BEGIN / COMMIT ourselves
-                check_same_thread=False,  # connections move between threads through the pool
-            )
-            conn.execute("PRAGMA foreign_keys = ON")
-            conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
-            # WAL + NORMAL survives a crash of the process; FULL also survives power loss
-            conn.execute("PRAGMA synchronous = FULL")
-        except sqlite3.Error as error:
-            raise translate(error) from error
+        conn = sqlite3.connect(
+            uri,
+            uri=True,
+            timeout=self.busy_timeout,
+            isolation_level=None,  # we issue BEGIN / COMMIT ourselves
+            check_same_thread=False,  # connections move between threads through the pool
+        )
+        conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+        # WAL + NORMAL survives a crash of the process; FULL also survives power loss
+        conn.execute("PRAGMA synchronous = FULL")
         return conn
 
-    def _execute(self, sql: str, params=()):
-        # rows as dicts on our cursors only: sqlite-utils expects tuples from the connection
-        cursor = self._db().conn.cursor()
-        cursor.row_factory = _dict_row
-        return cursor.execute(sql, params)
+    def _execute(self, sql: str, params=()) -> Rows:
+        try:
+            cursor = self._db().conn.execute(sql, params)
+            names = [column[0] for column in cursor.description or ()]
+            rows = [dict(zip(names, row, strict=True)) for row in cursor]
+        except sqlite3.Error as error:
+            raise translate(error) from error
+        return Rows(rows, cursor.rowcount, cursor.lastrowid)
 
     def _insert(self, sql: str, params=()) -> int:
         return self._execute(sql, params).lastrowid
 
     def _executemany(self, sql: str, rows) -> None:
-        self._db().conn.executemany(sql, rows)
+        try:
+            self._db().conn.executemany(sql, rows)
+        except sqlite3.Error as error:
+            raise translate(error) from error
 
     def _script(self, sql: str) -> None:
         # statement by statement, inside the caller's transaction (executescript would commit
@@ -223,8 +219,8 @@ class SQLiteStore(Store):
             finally:
                 local.depth -= 1
             return
-        conn = (self._writable() if begin == "BEGIN IMMEDIATE" else self._db()).conn
         try:
+            conn = (self._writable() if begin == "BEGIN IMMEDIATE" else self._db()).conn
             conn.execute(begin)
         except sqlite3.Error as error:
             raise translate(error) from error
@@ -275,7 +271,6 @@ class SQLiteStore(Store):
         """The signing secret kept in secret.key beside the database."""
         return secret_beside(self.path)
 
-    @translated
     def check(self) -> str:
         """'ok', or what is wrong with the database: 'missing', 'read-only' or 'unreadable'."""
         if not os.path.exists(self.path):
@@ -285,7 +280,7 @@ class SQLiteStore(Store):
         if not (os.access(self.path, os.W_OK) and os.access(directory, os.W_OK)):
             return "read-only"
         try:
-            self._execute("SELECT 1 FROM people LIMIT 1").fetchall()
-        except (sqlite3.Error, ServiceError):
+            self._execute("SELECT 1 FROM people LIMIT 1")
+        except ServiceError:
             return "unreadable"
         return "ok"
