@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
-
 from flask import Blueprint, current_app, url_for
 
 from ..web.jsonio import json_response
 from ..web.negotiation import wants_html
 from ..web.pages import content_security_policy, html_response, rendered, vendor_url
+from .openapi import release
 from .ops import openapi
 
 bp = Blueprint("front", __name__)
@@ -21,13 +20,6 @@ DESCRIPTION = (
 EXAMPLE = """curl -i 'http://127.0.0.1:8080/people?limit=5' -H "X-API-Key: $KEY\""""
 # Swagger UI sets styles inline (React); its scripts are files of ours
 DOCS_POLICY = content_security_policy(inline_styles=True)
-
-
-def _release() -> str:
-    try:
-        return version("people-service")
-    except PackageNotFoundError:
-        return "0"
 
 
 def links() -> dict[str, str]:
@@ -57,7 +49,7 @@ def front_page():
         return html_response(page)
     body = {
         "name": "people-service",
-        "version": _release(),
+        "version": release(),
         "description": DESCRIPTION,
         "links": links(),
     }

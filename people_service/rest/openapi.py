@@ -215,16 +215,20 @@ def operation_ids(view_name: str, methods) -> dict[str, str]:
     }
 
 
+def release() -> str:
+    """The installed package's version (the one place that asks importlib.metadata)."""
+    try:
+        return version("people-service")
+    except PackageNotFoundError:
+        return "0"
+
+
 def build_spec(app, exempt: set[str]) -> dict:
     """The OpenAPI document of every documented route of `app`."""
-    try:
-        release = version("people-service")
-    except PackageNotFoundError:
-        release = "0"
     plugin = MarshmallowPlugin()
     spec = APISpec(
         title="people-service",
-        version=release,
+        version=release(),
         openapi_version="3.1.0",
         plugins=[plugin],
         info={
