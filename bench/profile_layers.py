@@ -10,7 +10,7 @@ thread that holds the GIL (pip install py-spy; it needs ptrace, root here). A sa
 for the innermost frame of a known layer: waitress; Flask and werkzeug; the view, service,
 store and SQLite (json included); the rate limit (ratelimit.py, limits, flask-limiter); the
 access log (logs.py, logging, and the part of finish_request that formats the line);
-authentication (caller.py, credentials.py, usage counting, the epoch file); the rest of our
+authentication (caller.py, credentials.py, usage counting); the rest of our
 per-request plumbing (request ids, headers, CORS, query checks). It prints, per layer, the
 share of the samples and the milliseconds of GIL per request (samples / rate / requests in
 the window), and the process's whole CPU time per request (user + system, /proc/PID/stat),
@@ -54,7 +54,6 @@ LAYERS = [
             "/people_service/web/caller.py",
             "/people_service/credentials.py",
             "/people_service/usage.py",
-            "/people_service/store/beside.py",
             "/jwt/",
         ),
     ),

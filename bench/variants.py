@@ -50,16 +50,6 @@ def patch(owner, attribute: str, replacement) -> None:
     setattr(owner, attribute, replacement)
 
 
-def caller_cache() -> None:
-    from people_service import credentials
-
-    def lookup(self, credential, load):
-        found = load()  # the key's row by its hash (or the token's user), every request
-        return None if found is None else found[0]
-
-    patch(credentials.CallerCache, "lookup", lookup)
-
-
 def limiter_charge() -> None:
     from flask_limiter import Limiter
 
@@ -157,12 +147,6 @@ def connection_pool() -> None:
     patch(SQLiteStore, "POOL_SIZE", 0)  # every request opens (and closes) its connection
 
 
-def file_check() -> None:
-    from people_service.store import sqlite
-
-    patch(sqlite, "FILE_CHECK_SECONDS", 0.0)  # the file's identity stat()ed on every read
-
-
 def waitress_queue_log() -> None:
     queue_log = logging.getLogger("waitress.queue")
     # serve() cannot silence it: "Task queue depth is N" goes to stderr as waitress writes it
@@ -224,13 +208,6 @@ VARIANTS = {
             lambda: None,
         ),
         Variant(
-            "caller-cache",
-            "callers of keys cached, checked against the mapped <db>.epoch",
-            "the key's row read by its hash on every request",
-            PERSON,
-            caller_cache,
-        ),
-        Variant(
             "limiter-charge",
             "one charge per request (RateLimits.check)",
             "flask-limiter's own hooks with application_limits",
@@ -271,13 +248,6 @@ VARIANTS = {
             "the person encoded again for the ETag",
             PERSON,
             etag_once,
-        ),
-        Variant(
-            "file-check",
-            "the database file's identity checked at most once a second on reads",
-            "stat() on every read",
-            PERSON,
-            file_check,
         ),
         Variant(
             "request-ids",
