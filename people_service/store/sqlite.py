@@ -91,6 +91,7 @@ class SQLiteStore(Store):
         local = self._local
         handle = getattr(local, "handle", None)
         if handle is not None and not local.depth and self._file_id() != handle.file_id:
+            local.handle = None
             self._discard(handle)
             handle = None
         if handle is None:
