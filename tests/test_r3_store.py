@@ -179,30 +179,37 @@ def test_a_busy_database_is_a_503_with_a_short_retry_after(tmp_path, sqlite_only
 # -- one snapshot for a page and its total ------------------------------------------------
 
 
-def test_the_total_count_and_the_page_come_from_one_snapshot(tmp_path):
+@pytest.mark.parametrize("listing", ["/people", "/person/1/friends"])
+def test_the_total_count_and_the_page_come_from_one_snapshot(tmp_path, listing):
     app = make_app(tmp_path)
     try:
         store = services(app).store
         client = app.test_client()
         headers = {"X-API-Key": credentials.create_key(store, "ci")}
-        for name in ("A", "B"):
+        for name in ("A", "B", "C"):
             client.post("/person", json={"name": name}, headers=headers)
-        original = store.list_people
+        for friend in ("2", "3"):
+            client.put(f"/person/1/friends/{friend}", headers=headers)
+        method = "list_people" if listing == "/people" else "list_friends"
+        original = getattr(store, method)
 
         def page_then_a_concurrent_write(*args, **kwargs):
             rows = original(*args, **kwargs)
-            writer = threading.Thread(target=service.create_person, args=(store, {"name": "Late"}))
-            writer.start()
-            writer.join(10)
-            assert not writer.is_alive()
+            late = threading.Thread(target=service.create_person, args=(store, {"name": "Late"}))
+            late.start()
+            late.join(10)
+            friend = threading.Thread(target=service.add_friend, args=(store, "1", "4"))
+            friend.start()
+            friend.join(10)
+            assert not late.is_alive() and not friend.is_alive()
             return rows
 
-        store.list_people = page_then_a_concurrent_write
-        response = client.get("/people", headers=headers)
-        del store.list_people
-        assert len(response.json) == 2
-        assert response.headers["X-Total-Count"] == "2"  # what the page saw, not "3"
-        assert client.get("/people", headers=headers).headers["X-Total-Count"] == "3"
+        setattr(store, method, page_then_a_concurrent_write)
+        response = client.get(listing, headers=headers)
+        delattr(store, method)
+        seen = len(response.json)
+        assert response.headers["X-Total-Count"] == str(seen)  # what the page saw, not one more
+        assert client.get(listing, headers=headers).headers["X-Total-Count"] == str(seen + 1)
     finally:
         close_app(app)
 
