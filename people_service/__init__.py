@@ -5,14 +5,13 @@ from __future__ import annotations
 import atexit
 import logging
 import os
-import re
 import weakref
 from typing import TYPE_CHECKING
 
 from . import config as settings
 from .config import ConfigError
-from .credentials import CallerCache, load_secret
-from .store import Store, is_url, open_store
+from .credentials import load_secret
+from .store import Store, is_url, open_store, redacted
 from .usage import UsageTracker
 
 if TYPE_CHECKING:
@@ -42,11 +41,6 @@ def prepare_directory(database: str) -> None:
         # a mistyped path must not leave a tree of directories behind it
         raise ConfigError(f"no directory {directory} for the database {database}; create it first")
     os.makedirs(directory)  # data/ of a fresh clone or install: one command serves the demo
-
-
-def redacted(database: str) -> str:
-    """DATABASE without the password a PostgreSQL URL may carry."""
-    return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", str(database))
 
 
 # Every app of this process: at exit their pending usage counts are written, whichever WSGI
@@ -88,7 +82,6 @@ def create_app(config: dict | None = None) -> Flask:
     app.config["SECRET_KEY"] = None
     services = app.extensions["people_service"] = Services(
         store=store,
-        callers=CallerCache(store),
         usage=UsageTracker(store, options["USAGE_FLUSH_SECONDS"]),
         token_secret=token_secret,
         unlimited={"ops.health"},

@@ -5,12 +5,9 @@ from __future__ import annotations
 import functools
 import hashlib
 import hmac
-import math
 import secrets
-import threading
 import time
 from dataclasses import dataclass
-from datetime import datetime
 
 import jwt
 
@@ -221,16 +218,17 @@ def issue_token(user: dict, secret: str, ttl: int) -> dict:
     return {"access_token": token, "token_type": "Bearer", "expires_in": ttl}
 
 
-def caller_from_token(store, token: str, secret: str) -> tuple[Caller, int] | None:
-    """The user a token stands for and when it expires; None when it is invalid, expired or the
-    user is gone."""
+def caller_from_token(store, token: str, secret: str) -> Caller | None:
+    """The user a token stands for; None when it is invalid, expired, or its user is gone,
+    disabled or has a new password since. Read from the database on every request, so a
+    change made by any process counts at once."""
     try:
         claims = jwt.decode(
             token,
             secret,
             algorithms=["HS256"],
             issuer=ISSUER,
-            options={"require": ["exp", "iat", "sub", "iss", "scope"]},
+            options={"require": ["exp", "iat", "sub", "iss", "scope", "gen", "uid"]},
             leeway=5,
         )
     except jwt.InvalidTokenError:
@@ -238,18 +236,13 @@ def caller_from_token(store, token: str, secret: str) -> tuple[Caller, int] | No
     if not isinstance(claims["scope"], str) or not schemas.is_username(claims["sub"]):
         return None  # signed by us, yet not what we issue: a lone surrogate cannot be a name
     user = store.user_by_name(claims["sub"])
-    if user is None or user["disabled_at"] or claims.get("gen", 0) != user["token_generation"]:
+    if user is None or user["disabled_at"] or claims["gen"] != user["token_generation"]:
         return None
-    if claims.get("uid", user["id"]) != user["id"] or claims["iat"] < _created(user):
-        return None  # issued to an earlier user of this name (tokens without `uid`: by time)
+    if claims["uid"] != user["id"]:
+        return None  # issued to an earlier user of this name
     # a token never grants more than its user has now
     scopes = frozenset(claims["scope"].split()) & frozenset(user["scopes"].split())
-    return Caller("user", user["id"], user["username"], scopes, user["rate_limit"]), claims["exp"]
-
-
-def _created(user: dict) -> int:
-    """When a user was created, in whole seconds (a token's `iat` is in whole seconds)."""
-    return int(datetime.fromisoformat(user["created_at"]).timestamp())
+    return Caller("user", user["id"], user["username"], scopes, user["rate_limit"])
 
 
 def load_secret(config: dict, store) -> str:
@@ -258,71 +251,6 @@ def load_secret(config: dict, store) -> str:
     if len(secret.encode()) < 32:
         raise ValueError("the stored secret is shorter than 32 bytes")
     return secret
-
-
-# -- who a credential stands for, cached ----------------------------------------------------
-
-
-class CallerCache:
-    """Callers of valid keys and tokens, so a request costs no database lookup to identify.
-
-    Entries last until any credential is revoked (the store's credentials epoch changes, also
-    when the CLI revokes from another process) and, for tokens, until they expire. A lookup
-    that began under one epoch never stores its answer under another: a revocation that lands
-    while a key is being looked up is never undone by the lookup.
-    """
-
-    LIMIT = 10_000
-
-    def __init__(self, store):
-        self.store = store
-        self.entries: dict[str, tuple[Caller, float]] = {}
-        self.epoch: bytes | None = None
-        self._lock = threading.Lock()
-
-    def _current(self) -> bytes | None:
-        """The epoch now, with the entries of any older one dropped."""
-        epoch = self.store.credentials_epoch()
-        if epoch != self.epoch:
-            with self._lock:
-                if epoch != self.epoch:
-                    self.entries, self.epoch = {}, epoch
-        return epoch
-
-    def lookup(self, credential: str, load) -> Caller | None:
-        """The caller of `credential`: cached, or `load() -> (caller, expires) | None`."""
-        epoch = self._current()
-        if epoch is not None:
-            entry = self.entries.get(credential)
-            if entry is not None and entry[1] > time.time():
-                return entry[0]
-        found = load()
-        if found is None:
-            return None
-        caller, expires = found
-        if epoch is not None:
-            with self._lock:
-                # stored only if no revocation was seen since the lookup began
-                if self.epoch == epoch and self.store.credentials_epoch() == epoch:
-                    if len(self.entries) >= self.LIMIT:
-                        self.entries = {}  # a crude bound: refilled as callers return
-                    self.entries[credential] = (caller, expires)
-        return caller
-
-
-def identify_key(store, cache: CallerCache, key: str) -> Caller | None:
-    """The caller of an API key, None for an unknown or revoked one."""
-
-    def load():
-        caller = caller_from_key(store, key)
-        return None if caller is None else (caller, math.inf)
-
-    return cache.lookup(key, load)
-
-
-def identify_token(store, cache: CallerCache, token: str, secret: str) -> Caller | None:
-    """The caller of a bearer token, None for an invalid or expired one."""
-    return cache.lookup("Bearer " + token, lambda: caller_from_token(store, token, secret))
 
 
 def summary(usage, caller: Caller, default_limit: str) -> dict:

@@ -41,8 +41,9 @@ def check_key(key: str) -> str:
 def idempotent(store, caller: str, key: str | None, request_print: str, action):
     """Run `action() -> (status, body)` once per caller and key within 24 hours.
 
-    Returns (status, body, replayed). A key reused with another request is Invalid. The record
-    and the action's writes commit together, so a concurrent retry waits and then replays.
+    Returns (status, body, replayed). A key reused with another request is Invalid. The key is
+    claimed first and the answer recorded with the action's writes, all in one transaction, so
+    a concurrent retry waits for the claim and then replays.
     """
     if key is None:
         status, body = action()
@@ -50,8 +51,9 @@ def idempotent(store, caller: str, key: str | None, request_print: str, action):
     check_key(key)
     now = time.time()
     with store.transaction():
-        saved = store.get_idempotent(caller, key, now - TTL)
-        if saved is not None:
+        store.prune_idempotent(now - TTL)
+        if not store.claim_idempotent(caller, key, request_print, now):
+            saved = store.get_idempotent(caller, key)
             if saved["fingerprint"] != request_print:
                 raise Invalid(
                     "This Idempotency-Key was already used with a different request.",
@@ -59,13 +61,5 @@ def idempotent(store, caller: str, key: str | None, request_print: str, action):
                 )
             return saved["status"], json.loads(saved["body"]), True
         status, body = action()
-        record = {
-            "caller": caller,
-            "key": key,
-            "fingerprint": request_print,
-            "status": status,
-            "body": json.dumps(body),
-            "created_at": now,
-        }
-        store.put_idempotent(record, prune_before=now - TTL)
+        store.put_idempotent(caller, key, status, json.dumps(body))
     return status, body, False

@@ -19,6 +19,7 @@ from waitress import create_server
 
 from . import create_app, credentials, logs, transfer
 from .config import ConfigError
+from .errors import Conflict
 from .web import services
 
 log = logging.getLogger("people_service")
@@ -66,14 +67,18 @@ def listen(host: str, port: int, count: int) -> list[socket.socket]:
 def bootstrap(store, demo: bool, out=sys.stdout) -> str:
     """On an empty database with `demo`: the demo data and a demo key, printed once. Returns
     what the ready line adds: on an empty database left empty, how to make a key."""
-    # one transaction: of several instances starting on one empty database, one loads the demo
-    with store.transaction():
-        if not store.is_empty():
-            return ""
-        if not demo:
-            return "; no API key yet: `people-service keys create NAME` makes one"
-        people, friendships = transfer.load_demo(store)
-        key = credentials.create_key(store, "demo", "read,write")
+    # one transaction, the key's unique name first: of several instances starting on one empty
+    # database, one loads the demo and the others find the name taken
+    try:
+        with store.transaction():
+            if not store.is_empty():
+                return ""
+            if not demo:
+                return "; no API key yet: `people-service keys create NAME` makes one"
+            key = credentials.create_key(store, "demo", "read,write")
+            people, friendships = transfer.load_demo(store)
+    except Conflict:
+        return ""
     print(f"Loaded the demo data: {people} people, {friendships} friendships.", file=out)
     print("Demo API key (shown once; send it as X-API-Key):", file=out)
     print("(lost it? `people-service keys create NAME` makes another one)", file=out)

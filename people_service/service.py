@@ -84,35 +84,15 @@ def _check(current: dict | None, precondition: Precondition | None) -> None:
 FILTERS = ("name", "city", "country", "min_age", "max_age")
 
 
-def people_query(
-    name=None,
-    city=None,
-    country=None,
-    min_age=None,
-    max_age=None,
-    sort=None,
-    limit=None,
-    offset=None,
-) -> dict:
-    """Checked arguments of a people list: its filters (None: not filtered), its order (a
-    tuple of (key, descending)), limit and offset. An empty name, city or country filters
-    nothing, as an empty form field would."""
-    given = {
-        "name": name,
-        "city": city,
-        "country": country,
-        "min_age": min_age,
-        "max_age": max_age,
-        "sort": sort,
-        "limit": limit,
-        "offset": offset,
-    }
+def people_query(**given) -> dict:
+    """Checked arguments of a people list (name, city, country, min_age, max_age, sort, limit,
+    offset; None: not given): its filters (None: not filtered), its order (a tuple of (key,
+    descending)), limit and offset. An empty name, city or country filters nothing, as an
+    empty form field would."""
     args = {key: value for key, value in given.items() if value is not None}
     query = schemas.load(schemas.people_query_schema, args, error=InvalidArgument)
-    for key in ("name", "city", "country"):
-        query[key] = query.get(key) or None
-    for key in ("min_age", "max_age"):
-        query.setdefault(key, None)
+    for key in FILTERS:
+        query[key] = query.get(key) if key.endswith("_age") else query.get(key) or None
     query.setdefault("sort", ())
     return query
 
@@ -126,9 +106,11 @@ def list_people(store, **args) -> tuple[list[dict], int, dict]:
     answers (see people_query for the arguments; by id unless `sort` says otherwise)."""
     query = people_query(**args)
     filters = _filters(query)
-    rows = store.list_people(filters, query["limit"], query["offset"], query["sort"])
+    with store.snapshot():  # the page and the total agree
+        rows = store.list_people(filters, query["limit"], query["offset"], query["sort"])
+        total = store.count_people(filters)
     entries = [{"id": str(row["id"]), "name": row["name"]} for row in rows]
-    return entries, store.count_people(filters), query
+    return entries, total, query
 
 
 def people_details(store, **args) -> list[dict]:
@@ -140,9 +122,9 @@ def people_details(store, **args) -> list[dict]:
     return [person_out(row) for row in rows]
 
 
-def get_person(store, person_id) -> dict:
-    """The person with this id; raises NotFound."""
-    row = store.get_person(parse_id(person_id))
+def get_person(store, person_id, lock: bool = False) -> dict:
+    """The person with this id (`lock`: locked until the transaction ends); raises NotFound."""
+    row = store.get_person(parse_id(person_id), lock)
     if row is None:
         raise NotFound(f"No person with id '{person_id}'.")
     return person_out(row)
@@ -194,7 +176,7 @@ def replace_person(store, person_id, data, precondition: Precondition | None = N
     person = schemas.load(schemas.person_schema, _without_path_id(data, person_id))
     key = parse_id(person_id)
     with store.transaction():
-        _check(get_person(store, key), precondition)
+        _check(get_person(store, key, lock=True), precondition)
         store.update_person(key, columns(person))
         return person_out(store.get_person(key))
 
@@ -220,7 +202,7 @@ def update_person(store, person_id, patch, precondition: Precondition | None = N
 
 def _merge(store, key: int, changes: dict, precondition: Precondition | None) -> dict:
     with store.transaction():
-        current = get_person(store, key)
+        current = get_person(store, key, lock=True)
         _check(current, precondition)
         store.update_person(key, columns(merge_patch(current, changes)))
         return person_out(store.get_person(key))
@@ -230,7 +212,7 @@ def delete_person(store, person_id, precondition: Precondition | None = None) ->
     """Delete a person with their friendships and messages, in one transaction."""
     key = parse_id(person_id)
     with store.transaction():
-        _check(get_person(store, key), precondition)
+        _check(get_person(store, key, lock=True), precondition)
         store.delete_person(key)
 
 
@@ -244,9 +226,11 @@ def people_by_ids(store, person_ids: list[str]) -> dict[str, dict]:
 
 
 def _both(store, person_id, friend_id) -> tuple[int, int]:
+    """Both ids, each person locked (in id order, so two requests never wait on each other)."""
     a, b = parse_id(person_id), parse_id(friend_id)
+    found = {key: store.get_person(key, lock=True) for key in sorted({a, b})}
     for key, given in ((a, person_id), (b, friend_id)):
-        if store.get_person(key) is None:
+        if found[key] is None:
             raise NotFound(f"No person with id '{given}'.")
     return a, b
 
@@ -276,10 +260,12 @@ def list_friends(store, person_id, *, limit=None, offset=None) -> tuple[list[dic
     """A page of a person's friends (id and name) by id, how many they have in all, and the
     checked page (limit, offset); raises NotFound for an unknown person."""
     count, skip = page(limit, offset)
-    key = int(get_person(store, person_id)["id"])
-    rows = store.list_friends(key, count, skip)
+    with store.snapshot():
+        key = int(get_person(store, person_id)["id"])
+        rows = store.list_friends(key, count, skip)
+        total = store.count_friends(key)
     entries = [{"id": str(row["id"]), "name": row["name"]} for row in rows]
-    return entries, store.count_friends(key), {"limit": count, "offset": skip}
+    return entries, total, {"limit": count, "offset": skip}
 
 
 def friends_of(store, person_ids: list[str], limit) -> dict[str, list[dict]]:

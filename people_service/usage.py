@@ -6,7 +6,6 @@ import logging
 import threading
 import time
 
-from .errors import ServiceError
 from .store import iso
 
 log = logging.getLogger("people_service")
@@ -40,8 +39,12 @@ class UsageTracker:
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
-            self.flush()
-            self.store.release()  # no connection is held between flushes
+            try:
+                self.flush()
+            except Exception:  # never the end of counting: the next round tries again
+                log.exception("usage flush failed")
+            finally:
+                self.store.release()  # no connection is held between flushes
 
     def flush(self) -> None:
         """Write the pending counts; on failure they are kept for the next flush."""
@@ -54,7 +57,7 @@ class UsageTracker:
                 self.store.add_usage(
                     {ident: (count, iso(stamp)) for ident, (count, stamp) in pending.items()}
                 )
-            except ServiceError:
+            except Exception:
                 log.warning("could not flush usage counts; will retry", exc_info=True)
                 with self._lock:
                     for ident, (count, stamp) in pending.items():

@@ -101,7 +101,7 @@ def test_friends_of_loads_many_people_in_one_statement(db):
 
 
 def test_concurrent_writers_in_transactions_all_commit(tmp_path):
-    """8 threads x 30 read-then-write transactions: none fails with 'database is locked'."""
+    """8 threads x 30 read-then-write transactions: none fails, no update is lost."""
     store = open_store(database(tmp_path))
     store.upgrade_schema()
     store.insert_person(person("Counter", age=0))
@@ -111,7 +111,7 @@ def test_concurrent_writers_in_transactions_all_commit(tmp_path):
         try:
             for _ in range(30):
                 with store.transaction():
-                    current = store.get_person(1)["age"]
+                    current = store.get_person(1, lock=True)["age"]  # read to write: locked
                     store.update_person(1, person("Counter", age=(current + 1) % 151))
                     store.insert_person(person("row"))
         except Exception as exc:  # collected and asserted below

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import shlex
 import sys
-from importlib.metadata import PackageNotFoundError, version
 
 import click
 
@@ -16,13 +15,6 @@ from ..store import Store, is_url, open_store
 
 class CommandError(click.ClickException):
     """A problem to report on one line of stderr (exit status 1)."""
-
-
-def _version() -> str:
-    try:
-        return version("people-service")
-    except PackageNotFoundError:
-        return "unknown"
 
 
 # -- the database a command works on --------------------------------------------------------
@@ -159,7 +151,7 @@ def read_password(password_stdin: bool, username: str) -> str:
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(_version(), "--version", prog_name="people-service")
+@click.version_option(package_name="people-service", prog_name="people-service")
 @click.option("--db", "database", metavar="PATH", help=DATABASE_HELP + " For every subcommand.")
 def cli(database):
     """People, friendships and messages over REST and GraphQL."""

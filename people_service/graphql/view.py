@@ -17,14 +17,13 @@ from ..errors import (
     NotFound,
     ServiceError,
     UnsupportedMediaType,
-    graphql_code,
 )
 from ..schemas import sentence
 from ..web import get_store, ratelimit
 from ..web.caller import authenticate
 from ..web.jsonio import dump_json, json_body, parse_json
 from ..web.negotiation import HTML, negotiate
-from ..web.problems import bounded_errors, error_parts
+from ..web.problems import bounded_errors, error_parts, graphql_code, with_headers
 from . import parsing, rules
 from .batch import Batches
 from .executor import LeafExecutor
@@ -250,7 +249,9 @@ def _prepare(data: dict) -> tuple:
     if reads_url():
         operation = get_operation_ast(document, data.get("operationName"))
         if operation is not None and operation.operation != OperationType.QUERY:
-            raise MethodNotAllowed("Mutations must be sent with POST.", headers={"Allow": "POST"})
+            raise with_headers(
+                MethodNotAllowed("Mutations must be sent with POST."), {"Allow": "POST"}
+            )
     errors, cost = check_limits(schema, document, data, ratelimit.budget())
     if errors:
         return None, errors, None

@@ -206,7 +206,7 @@ def operation_ids(view_name: str, methods) -> dict[str, str]:
 
 
 def release() -> str:
-    """The installed version of people-service."""
+    """The installed package's version (the one place that asks importlib.metadata)."""
     try:
         return version("people-service")
     except PackageNotFoundError:

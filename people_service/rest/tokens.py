@@ -9,6 +9,7 @@ from ..errors import Unauthorized
 from ..web import services
 from ..web.caller import challenge
 from ..web.jsonio import json_body, json_response
+from ..web.problems import with_headers
 from . import shapes
 from .openapi import doc
 from .params import strict_query
@@ -36,6 +37,6 @@ def issue_token():
     ext = services()
     user = credentials.login(ext.store, given["username"], given["password"])
     if user is None:
-        raise Unauthorized("The username or password is wrong.", headers=challenge())
+        raise with_headers(Unauthorized("The username or password is wrong."), challenge())
     body = credentials.issue_token(user, ext.token_secret, current_app.config["TOKEN_TTL"])
     return json_response(body, headers={"Cache-Control": "no-store"})

@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+import re
+
 from .base import Store
 from .common import iso, now_iso
 from .sqlite import SCHEMA_VERSION, SQLiteStore
 
-__all__ = ["SCHEMA_VERSION", "SQLiteStore", "Store", "iso", "now_iso", "open_store", "is_url"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "SQLiteStore",
+    "Store",
+    "iso",
+    "now_iso",
+    "open_store",
+    "is_url",
+    "redacted",
+]
 
 URL_SCHEMES = ("postgresql://", "postgres://")
 
@@ -14,6 +25,11 @@ URL_SCHEMES = ("postgresql://", "postgres://")
 def is_url(database: str) -> bool:
     """Whether DATABASE names a PostgreSQL server rather than a SQLite file."""
     return str(database).startswith(URL_SCHEMES)
+
+
+def redacted(database: str) -> str:
+    """DATABASE (or any URL) without the password it may carry, for messages and logs."""
+    return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", str(database))
 
 
 def open_store(database: str, **options) -> Store:

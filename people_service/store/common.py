@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import functools
 import time
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 
-from ..errors import ServiceError
+from .schema import FOLD_PLACES_AT, MIGRATIONS, SCHEMA_VERSION
 
 
 def iso(timestamp: float) -> str:
@@ -32,34 +31,40 @@ def contains(text: str) -> str:
     return f"%{escaped}%"
 
 
-def translated(method):
-    """Turn the driver's failures into the domain errors clients can understand."""
+class Rows:
+    """A statement's rows (as dicts), read in full before the statement's connection moves on."""
 
-    @functools.wraps(method)
-    def wrapper(self, *args, **kwargs):
-        try:
-            return method(self, *args, **kwargs)
-        except self.driver_error as error:
-            raise self.translate(error) from error
+    __slots__ = ("rows", "rowcount", "lastrowid")
 
-    return wrapper
+    def __init__(self, rows: list[dict], rowcount: int, lastrowid: int | None = None):
+        self.rows, self.rowcount, self.lastrowid = rows, rowcount, lastrowid
+
+    def fetchone(self) -> dict | None:
+        return self.rows[0] if self.rows else None
+
+    def fetchall(self) -> list[dict]:
+        return self.rows
+
+    def __iter__(self):
+        return iter(self.rows)
 
 
 class StoreBase:
-    """The hooks each backend provides, and the schema upgrade both run.
+    """The hooks each backend provides, and the schema migrations both run.
 
-    A backend provides `_execute` (rows as dicts, `?` placeholders), `_insert` (returns the new
-    id), `_executemany`, `_script` (a migration's SQL text), `transaction`, `translate` and the
-    dialect bits below. Write transactions are serialized, as SQLite's BEGIN IMMEDIATE does, so
-    a check and the write it guards (If-Match, Idempotency-Key) never interleave with another
-    writer.
+    A backend provides `_execute` (`?` placeholders; Rows, or the domain error a driver error
+    stands for: a broken constraint is Conflict, which callers that know the constraint make
+    precise), `_insert` (returns the new id), `_executemany`, `_script` (a migration's SQL
+    text), `transaction`, `snapshot` and the dialect bits below. Checks and the writes they
+    guard (If-Match, Idempotency-Key) hold under concurrent writers through row locks
+    (`FOR_UPDATE`) and constraints.
     """
 
-    driver_error: type[Exception] = Exception
-    integrity_error: type[Exception] = Exception
     GREATEST = "max"  # the two-argument maximum
+    FOR_UPDATE = ""  # locks the rows a SELECT reads until the transaction ends
+    DIALECT: dict[str, str] = {}  # the spellings MIGRATIONS leave open
 
-    def _execute(self, sql: str, params=()):
+    def _execute(self, sql: str, params=()) -> Rows:
         raise NotImplementedError
 
     def _insert(self, sql: str, params=()) -> int:
@@ -76,6 +81,11 @@ class StoreBase:
         """One write transaction; nested uses join the outer one."""
         raise NotImplementedError
 
+    def snapshot(self) -> AbstractContextManager:
+        """Reads that see one state of the database (a count and its page); nothing is
+        written inside it."""
+        raise NotImplementedError
+
     def release(self) -> None:
         """The calling thread is done for now (a request ended): give back its connection."""
 
@@ -89,17 +99,16 @@ class StoreBase:
     def _writable(self) -> None:
         """Raise a domain error when nothing can be written now."""
 
-    def translate(self, error: Exception) -> ServiceError:
-        raise NotImplementedError
-
-    def _upgrade(self, migrations: list, version: int, record) -> None:
+    def _migrate(self, version: int, record) -> None:
         """Run the migrations after `version` in the caller's transaction, `record(n)` after
-        each; a migration is a callable that takes the store."""
-        if version > len(migrations):
+        each."""
+        if version > SCHEMA_VERSION:
             raise RuntimeError(
                 f"database schema version {version} is newer than this people-service "
-                f"({len(migrations)})"
+                f"({SCHEMA_VERSION})"
             )
-        for number, migration in enumerate(migrations[version:], start=version + 1):
-            migration(self)
+        for number in range(version + 1, SCHEMA_VERSION + 1):
+            self._script(MIGRATIONS[number - 1].format(**self.DIALECT))
+            if number == FOLD_PLACES_AT:
+                self._fold_places()
             record(number)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..errors import Conflict
-from .common import now_iso, translated
+from .common import now_iso
 from .schema import KEY_COLUMNS, USER_COLUMNS
 
 
@@ -12,7 +12,6 @@ class CredentialStore:
 
     # -- API keys and users -----------------------------------------------------------------
 
-    @translated
     def insert_key(self, key: dict) -> int:
         """Store a key (name, prefix, key_hash, scopes, rate_limit); a taken name is Conflict."""
         try:
@@ -28,10 +27,9 @@ class CredentialStore:
                     now_iso(),
                 ),
             )
-        except self.integrity_error:
+        except Conflict:
             raise Conflict(f"An API key named '{key['name']}' already exists.") from None
 
-    @translated
     def key_by_hash(self, key_hash: str) -> dict | None:
         """The unrevoked key with this hash, with its hash for a constant-time comparison."""
         return self._execute(
@@ -40,50 +38,34 @@ class CredentialStore:
             (key_hash,),
         ).fetchone()
 
-    @translated
     def list_keys(self) -> list[dict]:
         return self._execute(f"SELECT {KEY_COLUMNS} FROM api_keys ORDER BY id").fetchall()
 
-    def _changed(self, cursor) -> bool:
-        """Whether a statement changed a credential; if so, servers drop their cached callers."""
-        if cursor.rowcount:
-            self._credentials_changed()
-        return cursor.rowcount > 0
-
-    @translated
     def revoke_key(self, name: str) -> bool:
-        """Revoke a key; servers on this database notice at their next request."""
-        return self._changed(
+        """Revoke a key; servers on this database refuse it from their next request."""
+        return (
             self._execute(
                 "UPDATE api_keys SET revoked_at = ? WHERE name = ? AND revoked_at IS NULL",
                 (now_iso(), name),
-            )
+            ).rowcount
+            > 0
         )
 
-    @translated
     def rotate_key(self, name: str, prefix: str, key_hash: str) -> bool:
         """Give an active key a new secret; its name, scopes, limit and usage stay."""
-        return self._changed(
+        return (
             self._execute(
                 "UPDATE api_keys SET prefix = ?, key_hash = ?"
                 " WHERE name = ? AND revoked_at IS NULL",
                 (prefix, key_hash, name),
-            )
+            ).rowcount
+            > 0
         )
 
-    @translated
     def delete_key(self, name: str) -> bool:
         """Forget a key (revoked or not); its messages stay, with its name as their sender."""
-        return self._changed(self._execute("DELETE FROM api_keys WHERE name = ?", (name,)))
+        return self._execute("DELETE FROM api_keys WHERE name = ?", (name,)).rowcount > 0
 
-    def _credentials_changed(self) -> None:
-        """Tell every server that cached callers may be stale."""
-
-    def credentials_epoch(self) -> bytes | None:
-        """Bytes that change whenever a credential is revoked; None: nothing may be cached."""
-        return None
-
-    @translated
     def usage(self, kind: str, ident: int) -> dict | None:
         """Stored request count and last use of a key or user."""
         table = "api_keys" if kind == "api_key" else "users"
@@ -91,11 +73,10 @@ class CredentialStore:
             f"SELECT request_count, last_used FROM {table} WHERE id = ?", (ident,)
         ).fetchone()
 
-    @translated
     def add_usage(self, counts: dict[tuple[str, int], tuple[int, str]]) -> None:
         """Add request counts and move last-used times forward, for keys and users at once."""
-        with self.transaction():
-            for (kind, ident), (count, last_used) in counts.items():
+        with self.transaction():  # in one order, so that two flushes never deadlock
+            for (kind, ident), (count, last_used) in sorted(counts.items()):
                 table = "api_keys" if kind == "api_key" else "users"
                 self._execute(
                     f"UPDATE {table} SET request_count = request_count + ?,"
@@ -103,7 +84,6 @@ class CredentialStore:
                     (count, last_used, ident),
                 )
 
-    @translated
     def insert_user(self, user: dict) -> int:
         """Store a login (username, password_hash, scopes); a taken name is Conflict."""
         try:
@@ -118,10 +98,9 @@ class CredentialStore:
                     now_iso(),
                 ),
             )
-        except self.integrity_error:
+        except Conflict:
             raise Conflict(f"A user named '{user['username']}' already exists.") from None
 
-    @translated
     def user_by_name(self, username: str) -> dict | None:
         """A user with its password hash, disabled time and token generation."""
         return self._execute(
@@ -129,22 +108,20 @@ class CredentialStore:
             (username,),
         ).fetchone()
 
-    @translated
     def list_users(self) -> list[dict]:
         return self._execute(f"SELECT {USER_COLUMNS} FROM users ORDER BY id").fetchall()
 
-    @translated
     def set_password(self, username: str, password_hash: str) -> bool:
         """A new password; tokens issued before it stop working."""
-        return self._changed(
+        return (
             self._execute(
                 "UPDATE users SET password_hash = ?, token_generation = token_generation + 1"
                 " WHERE username = ?",
                 (password_hash, username),
-            )
+            ).rowcount
+            > 0
         )
 
-    @translated
     def set_disabled(self, username: str, disabled: bool) -> bool:
         """Disable a user (no logins; its tokens stop working at once) or enable it again."""
         if disabled:
@@ -152,11 +129,11 @@ class CredentialStore:
                 "UPDATE users SET disabled_at = ?, token_generation = token_generation + 1"
                 " WHERE username = ? AND disabled_at IS NULL"
             )
-            return self._changed(self._execute(sql, (now_iso(), username)))
+            return self._execute(sql, (now_iso(), username)).rowcount > 0
         sql = "UPDATE users SET disabled_at = NULL WHERE username = ? AND disabled_at IS NOT NULL"
-        return self._changed(self._execute(sql, (username,)))
+        return self._execute(sql, (username,)).rowcount > 0
 
-    @translated
     def delete_user(self, username: str) -> bool:
         """Forget a user; its tokens stop working at once."""
-        return self._changed(self._execute("DELETE FROM users WHERE username = ?", (username,)))
+        sql = "DELETE FROM users WHERE username = ?"
+        return self._execute(sql, (username,)).rowcount > 0

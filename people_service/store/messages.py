@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..errors import NotFound
-from .common import now_iso, translated
+from ..errors import Conflict, NotFound
+from .common import now_iso
 from .schema import MESSAGE_COLUMNS
 
 
@@ -12,7 +12,6 @@ class MessageStore:
 
     # -- messages ---------------------------------------------------------------------------
 
-    @translated
     def insert_message(self, message: dict) -> dict:
         """Store a message (person_id, sender_id, sender, content); returns it with id.
 
@@ -33,12 +32,11 @@ class MessageStore:
                     row["created_at"],
                 ),
             )
-        except self.integrity_error:
+        except Conflict:
             raise NotFound(f"No person with id '{row['person_id']}'.") from None
         del row["sender_id"]
         return row
 
-    @translated
     def get_message(self, message_id: int, sender_id: str | None) -> dict | None:
         """A message, if `sender_id` sent it (None: whoever did)."""
         sql = f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE id = ?"
@@ -48,7 +46,6 @@ class MessageStore:
             params += (sender_id,)
         return self._execute(sql, params).fetchone()
 
-    @translated
     def list_messages(
         self, person_id: int, sender_id: str | None, limit: int, offset: int
     ) -> list[dict]:
@@ -61,7 +58,6 @@ class MessageStore:
         sql += " ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?"
         return self._execute(sql, (*params, limit, offset)).fetchall()
 
-    @translated
     def messages_of(
         self, person_ids: list[int], sender_id: str | None, limit: int
     ) -> dict[int, list[dict]]:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from ..errors import NotFound
-from .common import contains, fold, now_iso, translated
+from ..errors import Conflict, NotFound
+from .common import contains, fold, now_iso
 from .schema import PERSON_COLUMNS
+
+EMAIL_TAKEN = "A person with this email already exists."
 
 
 class PeopleStore:
@@ -12,7 +14,6 @@ class PeopleStore:
 
     # -- people -----------------------------------------------------------------------------
 
-    @translated
     def is_empty(self) -> bool:
         """True when the database holds neither people nor API keys."""
         row = self._execute(
@@ -55,19 +56,16 @@ class PeopleStore:
                 return ", ".join(terms)  # ids are unique: nothing after them can matter
         return ", ".join([*terms, "id"])
 
-    @translated
     def count_people(self, filters: dict | None = None) -> int:
         """How many people match `filters` (name, city, country, min_age, max_age)."""
         where, params = self._where(filters)
         return self._execute(f"SELECT count(*) AS n FROM people{where}", params).fetchone()["n"]
 
-    @translated
     def list_people(self, filters: dict | None, limit: int, offset: int, sort=()) -> list[dict]:
         """People who match `filters`, in the order of `sort` ((key, descending) pairs of id,
         name and age; ties by id): id and name only."""
         return self._people("id, name", filters, limit, offset, sort)
 
-    @translated
     def list_people_details(
         self, filters: dict | None, limit: int, offset: int, sort=()
     ) -> list[dict]:
@@ -79,12 +77,12 @@ class PeopleStore:
         sql = f"SELECT {columns} FROM people{where} ORDER BY {self._order(sort)} LIMIT ? OFFSET ?"
         return self._execute(sql, (*params, limit, offset)).fetchall()
 
-    @translated
-    def get_person(self, person_id: int) -> dict | None:
-        sql = f"SELECT {PERSON_COLUMNS} FROM people WHERE id = ?"
+    def get_person(self, person_id: int, lock: bool = False) -> dict | None:
+        """A person; `lock`: and no other transaction changes or deletes it until this one
+        ends (a write that depends on what it read)."""
+        sql = f"SELECT {PERSON_COLUMNS} FROM people WHERE id = ?{self.FOR_UPDATE if lock else ''}"
         return self._execute(sql, (person_id,)).fetchone()
 
-    @translated
     def get_people(self, person_ids: list[int]) -> list[dict]:
         """The people with these ids, in one statement (unknown ids are left out)."""
         if not person_ids:
@@ -92,7 +90,6 @@ class PeopleStore:
         sql = f"SELECT {PERSON_COLUMNS} FROM people WHERE {self._in_ids('id')}"
         return self._execute(sql, (self._ids(person_ids),)).fetchall()
 
-    @translated
     def find_person(self, name: str) -> dict | None:
         """The person whose name equals `name` ignoring case, lowest id first."""
         sql = f"SELECT {PERSON_COLUMNS} FROM people WHERE name_key = ? ORDER BY id LIMIT 1"
@@ -124,37 +121,39 @@ class PeopleStore:
             [(fold(row["city"]), fold(row["country"]), row["id"]) for row in rows],
         )
 
-    @translated
     def insert_person(self, person: dict) -> int:
         """Insert a person (columns as in get_person, without id); returns the new id."""
         now = now_iso()
-        return self._insert(
-            "INSERT INTO people (name, name_key, age, email, email_key, street, city, country,"
-            " city_key, country_key, created_at, updated_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (*self._person_values(person), now, now),
-        )
+        try:
+            return self._insert(
+                "INSERT INTO people (name, name_key, age, email, email_key, street, city,"
+                " country, city_key, country_key, created_at, updated_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (*self._person_values(person), now, now),
+            )
+        except Conflict:  # the one constraint a new row can break
+            raise Conflict(EMAIL_TAKEN) from None
 
-    @translated
     def update_person(self, person_id: int, person: dict) -> None:
         """Replace every column of a person."""
-        cursor = self._execute(
-            "UPDATE people SET name = ?, name_key = ?, age = ?, email = ?, email_key = ?,"
-            " street = ?, city = ?, country = ?, city_key = ?, country_key = ?, updated_at = ?"
-            " WHERE id = ?",
-            (*self._person_values(person), now_iso(), person_id),
-        )
+        try:
+            cursor = self._execute(
+                "UPDATE people SET name = ?, name_key = ?, age = ?, email = ?, email_key = ?,"
+                " street = ?, city = ?, country = ?, city_key = ?, country_key = ?,"
+                " updated_at = ? WHERE id = ?",
+                (*self._person_values(person), now_iso(), person_id),
+            )
+        except Conflict:
+            raise Conflict(EMAIL_TAKEN) from None
         if cursor.rowcount == 0:
             raise NotFound(f"No person with id '{person_id}'.")
 
-    @translated
     def delete_person(self, person_id: int) -> bool:
         """Delete a person; friendships and messages go with it (ON DELETE CASCADE)."""
         return self._execute("DELETE FROM people WHERE id = ?", (person_id,)).rowcount > 0
 
     # -- friendships ----------------------------------------------------------------------
 
-    @translated
     def add_friendship(self, person_id: int, friend_id: int) -> None:
         """Make two people friends both ways; already being friends is fine."""
         self._execute(
@@ -163,7 +162,6 @@ class PeopleStore:
             (person_id, friend_id, friend_id, person_id),
         )
 
-    @translated
     def remove_friendship(self, person_id: int, friend_id: int) -> None:
         self._execute(
             "DELETE FROM friendships WHERE (person_id = ? AND friend_id = ?)"
@@ -171,12 +169,10 @@ class PeopleStore:
             (person_id, friend_id, friend_id, person_id),
         )
 
-    @translated
     def count_friends(self, person_id: int) -> int:
         sql = "SELECT count(*) AS n FROM friendships WHERE person_id = ?"
         return self._execute(sql, (person_id,)).fetchone()["n"]
 
-    @translated
     def list_friends(self, person_id: int, limit: int, offset: int) -> list[dict]:
         """A page of a person's friends by id: id and name only."""
         return self._execute(
@@ -185,7 +181,6 @@ class PeopleStore:
             (person_id, limit, offset),
         ).fetchall()
 
-    @translated
     def friends_of(self, person_ids: list[int], limit: int) -> dict[int, list[dict]]:
         """The first `limit` friends (by id) of each person, in one statement."""
         result: dict[int, list[dict]] = {person_id: [] for person_id in person_ids}

@@ -1,4 +1,4 @@
-"""The tables: their columns, and the first schema both backends create."""
+"""The tables: their columns, and the migrations both backends run to make them."""
 
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ TABLES = {
     " request_count, disabled_at, token_generation",
 }
 
-# The first schema, for both backends; the names in braces are the types each spells its way.
+# The migrations, for both backends: migration n takes a database from version n - 1 to n, in
+# one transaction. The names in braces are what each backend spells its own way (its DIALECT).
 SCHEMA_V1 = """
     CREATE TABLE people (
         id {identity},
@@ -83,5 +84,27 @@ SCHEMA_V1 = """
         created_at {real} NOT NULL,
         PRIMARY KEY (caller, key)
     );
-    CREATE INDEX idempotency_created ON idempotency (created_at)
+    CREATE INDEX idempotency_created ON idempotency (created_at);
+    -- what the service keeps in the database itself (PostgreSQL: the token secret)
+    CREATE TABLE settings (name TEXT PRIMARY KEY, value TEXT NOT NULL)
 """
+MIGRATIONS = [
+    SCHEMA_V1,
+    # users can be disabled, and a password change or a disable ends their tokens
+    """
+    ALTER TABLE users ADD COLUMN disabled_at TEXT;
+    ALTER TABLE users ADD COLUMN token_generation {counter} NOT NULL DEFAULT 0
+    """,
+    # people lists filter by city and country ignoring case (folded keys, filled by the
+    # store's _fold_places after this) and sort by name or age; id ends each index, the lists'
+    # tie-break
+    """
+    ALTER TABLE people ADD COLUMN city_key TEXT;
+    ALTER TABLE people ADD COLUMN country_key TEXT;
+    CREATE INDEX people_city_key ON people (city_key, id);
+    CREATE INDEX people_country_key ON people (country_key, id);
+    CREATE INDEX people_age ON people (age, id){v3_orders}
+    """,
+]
+SCHEMA_VERSION = len(MIGRATIONS)
+FOLD_PLACES_AT = 3  # the migration after which existing rows get their folded keys

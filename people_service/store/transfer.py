@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..errors import Conflict
-from .common import now_iso, translated
+from .common import now_iso
 from .schema import PERSON_COLUMNS, TABLES
 
 
@@ -12,7 +12,6 @@ class TransferStore:
 
     # -- bulk import, export and migration --------------------------------------------------
 
-    @translated
     def import_people(self, people: list[dict], friendships: list[tuple[int, int]]) -> None:
         """Insert people with their ids and friendships, in the caller's transaction."""
         taken = self._execute(
@@ -26,7 +25,7 @@ class TransferStore:
         marks = ", ".join("?" * len(TABLES["people"].split(",")))
         try:
             self._executemany(f"INSERT INTO people ({TABLES['people']}) VALUES ({marks})", rows)
-        except self.integrity_error:
+        except Conflict:
             raise Conflict("Two people share an email (or one already exists).") from None
         pairs = {pair for a, b in friendships for pair in ((a, b), (b, a))}
         self._executemany(
@@ -38,7 +37,6 @@ class TransferStore:
     def _ids_taken(self) -> None:
         """After rows were inserted with their own ids, new ids continue above them."""
 
-    @translated
     def export_people(self) -> tuple[list[dict], list[tuple[int, int]]]:
         """Every person (all columns of the details) and every friendship pair once."""
         people = self._execute(f"SELECT {PERSON_COLUMNS} FROM people ORDER BY id").fetchall()
@@ -48,7 +46,6 @@ class TransferStore:
         ).fetchall()
         return people, [(row["person_id"], row["friend_id"]) for row in pairs]
 
-    @translated
     def dump(self) -> dict[str, list[dict]]:
         """Every row of every table a migration copies."""
         return {
@@ -56,7 +53,6 @@ class TransferStore:
             for table, columns in TABLES.items()
         }
 
-    @translated
     def load(self, tables: dict[str, list[dict]]) -> dict[str, int]:
         """Copy dumped rows into this (empty) database in one transaction; returns counts."""
         with self.transaction():

@@ -6,7 +6,6 @@ from dataclasses import dataclass, field
 
 from flask import current_app
 
-from ..credentials import CallerCache
 from ..store import Store
 from ..usage import UsageTracker
 
@@ -16,7 +15,6 @@ class Services:
     """What the views of one app share, built once by create_app."""
 
     store: Store
-    callers: CallerCache
     usage: UsageTracker
     # the key that signs and checks login tokens (PEOPLE_SERVICE_SECRET_KEY, or the stored one)
     token_secret: str

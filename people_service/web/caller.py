@@ -10,6 +10,7 @@ from .. import credentials
 from ..credentials import Caller
 from ..errors import Forbidden, Unauthorized
 from . import services
+from .problems import with_headers
 
 REALM = 'realm="people-service"'
 
@@ -24,10 +25,12 @@ def _resolve() -> Caller | None:
     headers = request.headers
     key = headers.get("X-API-Key")
     if key is not None:
-        caller = credentials.identify_key(ext.store, ext.callers, key.strip())
+        caller = credentials.caller_from_key(ext.store, key.strip())
         if caller is None:
             hint = " Tokens go in 'Authorization: Bearer'." if key.count(".") == 2 else ""
-            raise Unauthorized(f"The API key is unknown or revoked.{hint}", headers=challenge())
+            raise with_headers(
+                Unauthorized(f"The API key is unknown or revoked.{hint}"), challenge()
+            )
     else:
         header = headers.get("Authorization")
         if header is None:
@@ -35,15 +38,15 @@ def _resolve() -> Caller | None:
         scheme, _, token = header.strip().partition(" ")
         token = token.strip()
         if scheme.lower() != "bearer" or not token or " " in token:
-            raise Unauthorized(
-                "Send 'Authorization: Bearer <token>' or 'X-API-Key: <key>'.",
-                headers=challenge("invalid_request"),
+            raise with_headers(
+                Unauthorized("Send 'Authorization: Bearer <token>' or 'X-API-Key: <key>'."),
+                challenge("invalid_request"),
             )
-        caller = credentials.identify_token(ext.store, ext.callers, token, ext.token_secret)
+        caller = credentials.caller_from_token(ext.store, token, ext.token_secret)
         if caller is None:
             hint = " API keys go in X-API-Key." if token.startswith(credentials.KEY_PREFIX) else ""
-            raise Unauthorized(
-                f"The token is invalid or expired.{hint}", headers=challenge("invalid_token")
+            raise with_headers(
+                Unauthorized(f"The token is invalid or expired.{hint}"), challenge("invalid_token")
             )
     ext.usage.hit(caller)
     return caller
@@ -80,9 +83,9 @@ def authenticate() -> Caller:
     """The caller, or Unauthorized."""
     caller = current_caller()
     if caller is None:
-        raise Unauthorized(
-            "Send an API key in X-API-Key or a token in 'Authorization: Bearer'.",
-            headers=challenge(),
+        raise with_headers(
+            Unauthorized("Send an API key in X-API-Key or a token in 'Authorization: Bearer'."),
+            challenge(),
         )
     return caller
 
@@ -94,7 +97,7 @@ def check_scope(caller: Caller, scope: str) -> None:
             headers["WWW-Authenticate"] = (
                 f'Bearer {REALM}, error="insufficient_scope", scope="{scope}"'
             )
-        raise Forbidden(f"This needs the scope '{scope}'.", headers=headers)
+        raise with_headers(Forbidden(f"This needs the scope '{scope}'."), headers)
 
 
 def required(view):

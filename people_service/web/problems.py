@@ -8,6 +8,7 @@ from http import HTTPStatus
 from werkzeug.exceptions import HTTPException
 from werkzeug.wrappers import Response
 
+from .. import errors as e
 from ..errors import ServiceError
 from .jsonio import dump_json
 
@@ -21,6 +22,54 @@ MAX_FIELD_ERRORS = 50  # messages kept in `errors`; `errors_omitted` counts the 
 MAX_NAME = 100  # characters of a field name echoed back
 MAX_DETAIL = 1000  # characters of `detail`
 UNKNOWN_FIELD = ["Unknown field."]  # marshmallow's message for a field the schema lacks
+
+
+# The one mapping of domain errors to HTTP: a class's status is that of its nearest listed base.
+STATUS = {
+    e.BadRequest: 400,
+    e.Unauthorized: 401,
+    e.Forbidden: 403,
+    e.NotFound: 404,
+    e.MethodNotAllowed: 405,
+    e.NotAcceptable: 406,
+    e.Conflict: 409,
+    e.PreconditionFailed: 412,
+    e.UnsupportedMediaType: 415,
+    e.Invalid: 422,
+    e.RateLimited: 429,
+    e.Unavailable: 503,
+    e.StorageFull: 507,
+    ServiceError: 500,
+}
+# Headers an error's class implies: a busy database frees up in a moment, an operator's fix
+# (a missing or read-only file) takes longer.
+HEADERS = {e.Busy: {"Retry-After": "1"}, e.Unavailable: {"Retry-After": "5"}}
+# The GraphQL code of an HTTP status that no domain error raised (routing, body size, ...).
+STATUS_CODES = {401: "UNAUTHENTICATED", 403: "FORBIDDEN", 404: "NOT_FOUND", 429: "RATE_LIMITED"}
+
+
+def _nearest(table: dict, error: ServiceError, default=None):
+    for cls in type(error).__mro__:
+        if cls in table:
+            return table[cls]
+    return default
+
+
+def status_of(error: ServiceError) -> int:
+    """The HTTP status of a domain error."""
+    return _nearest(STATUS, error)
+
+
+def graphql_code(status: int) -> str:
+    """The GraphQL `extensions.code` for an HTTP status outside the domain errors."""
+    return STATUS_CODES.get(status, "BAD_REQUEST" if status < 500 else "INTERNAL_SERVER_ERROR")
+
+
+def with_headers(error: ServiceError, headers: dict) -> ServiceError:
+    """`error`, to be answered with these headers too: for the web layer's own errors whose
+    headers depend on the request (a challenge, Allow, the limit's Retry-After)."""
+    error.http_headers = dict(headers)
+    return error
 
 
 def problem(status: int, detail: str, errors: dict | None = None, omitted: int = 0) -> dict:
@@ -110,7 +159,11 @@ CLIENT_CAUSED_5XX = frozenset({501})
 
 def _unbounded_parts(error: Exception) -> tuple[int, str, dict | None, dict]:
     if isinstance(error, ServiceError):
-        return error.status, error.detail, error.errors, error.headers
+        status = status_of(error)
+        if status == 500:  # a failure nobody foresaw (the store's, say): the operator must know
+            log.error("unexpected error", exc_info=error)
+        headers = {**_nearest(HEADERS, error, {}), **getattr(error, "http_headers", {})}
+        return status, error.detail, error.errors, headers
     if (
         isinstance(error, HTTPException)
         and error.code

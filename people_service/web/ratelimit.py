@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import re
 import time
 
 from flask import current_app, g, request
@@ -13,9 +12,11 @@ from limits import parse_many
 
 from ..config import ConfigError
 from ..errors import RateLimited, ServiceError
+from ..store import redacted
 from ..store.counters import default_uri  # also registers the sqlite:// scheme with limits
 from .caller import peek_caller
 from .jsonio import json_body
+from .problems import with_headers
 
 STRATEGY = "sliding-window-counter"  # a refused hit is charged nothing
 SCOPE = "global"  # flask-limiter's scope of application limits: one budget across endpoints
@@ -136,7 +137,7 @@ def init_app(app, *, unlimited=frozenset(), handshake=frozenset()) -> Limiter:
             headers["X-RateLimit-Limit"] = str(item.amount)
             headers["X-RateLimit-Remaining"] = str(remaining)
             headers["X-RateLimit-Reset"] = str(math.ceil(reset))
-        return RateLimited(detail, headers=headers)
+        return with_headers(RateLimited(detail), headers)
 
     def check_graphql() -> None:
         """A caller without a unit left, or past its refused queries, is refused before the
@@ -197,7 +198,7 @@ def init_app(app, *, unlimited=frozenset(), handshake=frozenset()) -> Limiter:
         app.before_request(check_graphql)
         limiter.init_app(app)
     except Exception as exc:  # an unusable file or URL is the operator's to fix
-        shown = re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", config["RATE_LIMIT_STORAGE"])
+        shown = redacted(config["RATE_LIMIT_STORAGE"])
         shown = repr(shown) if shown else "(unset: the counters file beside the database)"
         raise ConfigError(f"cannot use RATE_LIMIT_STORAGE {shown}: {exc}") from None
     limiter.request_filter(lambda: request.endpoint in unlimited)
