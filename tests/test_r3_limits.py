@@ -101,7 +101,7 @@ def test_a_refusal_by_a_shorter_window_charges_the_longer_one_nothing(tmp_path):
         ]
         assert statuses == [200, 429]
         ext = services(app)
-        caller = credentials.identify_key(ext.store, ext.callers, key)
+        caller = credentials.caller_from_key(ext.store, key)
         strategy, prefix = ext.limiter.limiter, app.config["RATE_LIMIT_PREFIX"]
         day = strategy.get_window_stats(parse("100/day"), prefix, caller.key, "global")
         assert day.remaining == 98  # the accepted query's 2, not the refused one's
