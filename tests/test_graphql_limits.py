@@ -569,7 +569,7 @@ def test_an_input_object_of_many_unknown_fields_gets_a_short_answer(demo_server)
 
 def test_variables_of_many_unknown_fields_get_ten_errors(demo_server):
     """Each coercion error of a variable inspects the whole value: ten of them, not fifty."""
-    fields = {f"unknown_{index}": index for index in range(20_000)}
+    fields = {f"unknown_{index}": index for index in range(900)}  # under MAX_VARIABLE_VALUES
     query = "mutation ($input: PersonInput!) { createPerson(input: $input) { id } }"
     response = post(demo_server, demo_server.headers, query, {"input": {"name": "x", **fields}})
     assert response.status_code == 200

@@ -28,12 +28,10 @@ from graphql import (
 from graphql.execution.values import (
     get_argument_values,
     get_directive_values,
-    get_variable_values,
 )
 
 from .parsing import (
     CEILING,
-    COERCION_ERRORS,
     INTROSPECTION_TYPES,
     MAX_NESTING,
     UNBOUNDED_LIST,
@@ -51,7 +49,8 @@ _BUSY = object()  # a fragment being measured: a spread of it closes a cycle (a 
 
 
 class Meter:
-    """Depth, aliases and cost of a document's operations, for one request's variables.
+    """Depth, aliases and cost of a document's operations, for one request's coerced variables
+    (graphql-core's VariableValues, as an executor holds them).
 
     Each walk memoizes fragments: a fragment is measured once however often it is spread (its
     measure does not depend on where), and every count saturates at CEILING, so measuring takes
@@ -66,7 +65,7 @@ class Meter:
     counts the objects it returns, which the schema fixes.
     """
 
-    def __init__(self, schema, document, variables=None, operation_name=None, list_limits=None):
+    def __init__(self, schema, document, values=None, operation_name=None, list_limits=None):
         self.schema = schema
         self.list_limits = list_limits or {}  # "Type.field": (lowest, highest) `limit` it runs
         self.fragments = {
@@ -74,23 +73,9 @@ class Meter:
             for node in document.definitions
             if isinstance(node, FragmentDefinitionNode)
         }
-        # the operation that will run, and its coerced variables; None: nothing will run
+        # the operation that will run, and its coerced variables (None: nothing will run)
         self.running = get_operation_ast(document, operation_name)
-        self.values = None
-        if self.running is not None:
-            try:
-                coerced = get_variable_values(
-                    schema,
-                    self.running.variable_definitions or (),
-                    variables if isinstance(variables, dict) else {},
-                    # as execution does: a value with thousands of wrong fields would cost
-                    # an error (and a repr of the whole value) per field
-                    max_errors=COERCION_ERRORS,
-                )
-            except GraphQLError:
-                coerced = []
-            if not isinstance(coerced, list):  # a list holds the errors execution will report
-                self.values = coerced
+        self.values = values
         self._roots = {schema.query_type, schema.mutation_type} - {None}
         self._operations: dict = {}
         self._shapes: dict = {}

@@ -35,6 +35,9 @@ MAX_NESTING = 100
 # take 0.06 s. A client fixes the first few anyway.
 VALIDATION_ERRORS = 10
 COERCION_ERRORS = 10
+# Values (objects, lists and scalars, at any depth) in one request's variables: counted before
+# they are coerced, so that coercing them stays cheap. The schema's largest input is a handful.
+MAX_VARIABLE_VALUES = 1000
 # Counts saturate here: a refusal needs no exact figure beyond it, and numbers stay small.
 CEILING = 10**9
 NESTED_TOO_DEEPLY = "The query is nested too deeply."
@@ -102,3 +105,17 @@ def saturated(value: int) -> int:
 def figure(value: int) -> str:
     """A count for a message: the number, or 'more than ...' past CEILING."""
     return str(value) if value < CEILING else f"more than {CEILING - 1}"
+
+
+def check_variables(variables) -> None:
+    """Raises TooComplex when `variables` (JSON) hold more than MAX_VARIABLE_VALUES values."""
+    count, pending = 0, [variables] if variables else []
+    while pending:
+        value = pending.pop()
+        if isinstance(value, (dict, list)):
+            count += len(value)
+            if count > MAX_VARIABLE_VALUES:
+                raise TooComplex(
+                    f"The variables hold more than {MAX_VARIABLE_VALUES} values; send fewer."
+                )
+            pending.extend(value.values() if isinstance(value, dict) else value)

@@ -106,7 +106,7 @@ def limit_rules(
 def check_limits(
     schema,
     document,
-    variables,
+    values,
     operation_name,
     *,
     max_depth: int,
@@ -116,8 +116,9 @@ def check_limits(
     list_limits=None,
 ) -> tuple[tuple[GraphQLError, ...], int]:
     """(errors, cost): the limits a document breaks, in time linear in the document, and what
-    its running operation costs (0 when nothing will run); list_limits as Meter takes them."""
-    meter = Meter(schema, document, variables, operation_name, list_limits)
+    its running operation costs (0 when nothing will run); values and list_limits as Meter
+    takes them."""
+    meter = Meter(schema, document, values, operation_name, list_limits)
     rules = limit_rules(
         meter, max_depth=max_depth, max_aliases=max_aliases, max_cost=max_cost, budget=budget
     )

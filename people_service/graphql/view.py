@@ -5,9 +5,16 @@ from __future__ import annotations
 import logging
 from functools import lru_cache
 
-from ariadne import graphql_sync
 from flask import Blueprint, current_app, g, request
-from graphql import GraphQLError, OperationType, get_operation_ast, specified_rules, validate
+from graphql import (
+    GraphQLError,
+    OperationType,
+    get_operation_ast,
+    specified_rules,
+    validate,
+)
+from graphql.execution import get_variable_values
+from graphql.validation.validate import ValidationAbortedError
 from werkzeug.wrappers import Response
 
 from ..errors import (
@@ -33,10 +40,6 @@ from .resolvers import LIST_LIMITS, Context
 from .schema import executable_schema, sdl
 
 log = logging.getLogger("people_service.graphql")
-# ariadne logs every error with a traceback; ours are formatted and logged in format_error
-quiet = logging.getLogger("people_service.graphql.ariadne")
-quiet.propagate = False
-quiet.setLevel(logging.CRITICAL)
 
 bp = Blueprint("graphql", __name__)
 
@@ -110,8 +113,11 @@ def _read_request() -> dict:
     return data
 
 
-def check_limits(schema, document, data: dict, budget) -> tuple[tuple, int]:
-    """(errors, cost) of the request's document against every limit; see rules.Meter."""
+def check_limits(schema, document, data: dict, budget, values) -> tuple[tuple, int]:
+    """(errors, cost) of the request's document against every limit; see rules.Meter.
+
+    `values` are the request's coerced variables (None when they did not coerce).
+    """
     config = current_app.config
     limits = {
         "max_depth": config["GRAPHQL_MAX_DEPTH"],
@@ -119,21 +125,24 @@ def check_limits(schema, document, data: dict, budget) -> tuple[tuple, int]:
         "max_cost": config["GRAPHQL_MAX_COST"],
         "budget": rules.Budget(*budget),
     }
-    variables = data.get("variables")
-    if variables:
-        name = data.get("operationName")
-        return rules.check_limits(
-            schema, document, variables, name, list_limits=LIST_LIMITS, **limits
-        )
+    name = data.get("operationName")
+    if data.get("variables"):
+        return rules.check_limits(schema, document, values, name, list_limits=LIST_LIMITS, **limits)
     # the usual GET: the same text, operation and limits always measure the same
-    return _check_limits_cached(data["query"], data.get("operationName"), **limits)
+    return _check_limits_cached(data["query"], name, values is not None, **limits)
 
 
 @lru_cache(maxsize=512)
-def _check_limits_cached(text: str, operation_name, **limits) -> tuple[tuple, int]:
+def _check_limits_cached(text: str, operation_name, coerced: bool, **limits) -> tuple[tuple, int]:
+    schema = executable_schema()
     document = parsing.parse_document(text)
+    values = None
+    operation = get_operation_ast(document, operation_name)
+    if coerced and operation is not None:
+        # no variables were sent: these are the operation's own defaults
+        values = get_variable_values(schema, operation.variable_definitions or (), {})
     return rules.check_limits(
-        executable_schema(), document, None, operation_name, list_limits=LIST_LIMITS, **limits
+        schema, document, values, operation_name, list_limits=LIST_LIMITS, **limits
     )
 
 
@@ -143,11 +152,7 @@ def _check_limits_cached(text: str, operation_name, **limits) -> tuple[tuple, in
 def _code(error: GraphQLError) -> str:
     if error.extensions and error.extensions.get("code"):
         return error.extensions["code"]
-    if error.path is None:
-        # graphql-core's errors about variables, the last one saying it stopped counting them
-        about_variables = error.message.startswith(("Variable", "Too many errors processing"))
-        return "BAD_USER_INPUT" if about_variables else "BAD_REQUEST"
-    return "INTERNAL_SERVER_ERROR"
+    return "BAD_REQUEST" if error.path is None else "INTERNAL_SERVER_ERROR"
 
 
 def graphql_names(errors):
@@ -167,7 +172,7 @@ def _camel(key):
     return first + "".join(part[:1].upper() + part[1:] for part in rest)
 
 
-def format_error(error: GraphQLError, debug: bool = False) -> dict:
+def format_error(error: GraphQLError) -> dict:
     """Every error gets extensions.code; a resolver's own exception text never leaves."""
     formatted = error.formatted
     original = error.original_error
@@ -206,23 +211,18 @@ def _validate(schema, text: str, introspection: bool) -> tuple:
         max_errors=parsing.VALIDATION_ERRORS,
         hide_suggestions=not introspection,
     )
-    if any(error.message == parsing.VALIDATION_ABORTED for error in errors):
-        # graphql-core spent its whole work budget on this document (parsing.VALIDATION_BUDGET)
+    if len(errors) <= parsing.VALIDATION_ERRORS and any(
+        isinstance(error, ValidationAbortedError) for error in errors
+    ):
+        # aborted before max_errors was reached: graphql-core gave up on the document itself
         return (parsing.TooComplex("The query is too complex to validate."),)
-    return tuple(
-        GraphQLError(
-            error.message,
-            source=error.source,
-            positions=error.positions,
-            extensions={"code": "GRAPHQL_VALIDATION_FAILED"},
-        )
-        for error in errors
+    return tuple(_with_code(error, "GRAPHQL_VALIDATION_FAILED") for error in errors)
+
+
+def _with_code(error: GraphQLError, code: str) -> GraphQLError:
+    return GraphQLError(
+        error.message, source=error.source, positions=error.positions, extensions={"code": code}
     )
-
-
-def validated(schema, document, rules=None, max_errors=None, **kwargs) -> list:
-    """The query validator given to Ariadne: execute() has validated the document already."""
-    return []
 
 
 def _request_errors(messages) -> dict:
@@ -232,14 +232,16 @@ def _request_errors(messages) -> dict:
 def execute(data: dict, caller) -> tuple[dict, bool]:
     """Run a GraphQL request; returns the result and whether it was a request error.
 
-    In order: parse, the limits (linear in the document, nothing charged when one refuses),
-    the specification's validation, then the rate limit is charged the cost and it runs.
+    In order: parse, the size of the variables, their coercion (once), the limits (linear in
+    the document, nothing charged when one refuses), the specification's validation, then the
+    rate limit is charged the cost and it runs.
     """
     config = current_app.config
     schema = executable_schema()
     limiter = services().limiter
     try:
         document = parsing.parse_document(data["query"])
+        parsing.check_variables(data.get("variables"))
     except parsing.TooComplex as error:
         limiter.waive()
         return _request_errors([error]), True
@@ -249,7 +251,17 @@ def execute(data: dict, caller) -> tuple[dict, bool]:
         operation = get_operation_ast(document, data.get("operationName"))
         if operation is not None and operation.operation != OperationType.QUERY:
             raise MethodNotAllowed("Mutations must be sent with POST.", headers={"Allow": "POST"})
-    errors, cost = check_limits(schema, document, data, limiter.budget())
+    executor = LeafExecutor.build(
+        schema,
+        document,
+        context_value=Context(get_store(), caller, Batches()),
+        raw_variable_values=data.get("variables") or {},
+        operation_name=data.get("operationName"),
+        max_coercion_errors=parsing.COERCION_ERRORS,
+        hide_suggestions=not config["INTROSPECTION"],
+    )
+    values = None if isinstance(executor, list) else executor.variable_values
+    errors, cost = check_limits(schema, document, data, limiter.budget(), values)
     if errors:
         limiter.waive()
         return _request_errors(errors), True
@@ -258,28 +270,17 @@ def execute(data: dict, caller) -> tuple[dict, bool]:
         if isinstance(errors[0], parsing.TooComplex):
             limiter.waive()
         return _request_errors(errors), True
+    if isinstance(executor, list):
+        # no such operation (a bad request), or variables that do not fit (bad user input)
+        found = get_operation_ast(document, data.get("operationName")) is not None
+        code = "BAD_USER_INPUT" if found else "BAD_REQUEST"
+        return _request_errors(_with_code(error, code) for error in executor), True
     limiter.charge(cost)
-    _, result = graphql_sync(
-        schema,
-        data,
-        context_value=Context(get_store(), caller, Batches()),
-        query_document=document,
-        query_validator=validated,
-        introspection=config["INTROSPECTION"],
-        error_formatter=format_error,
-        logger=quiet,
-        require_query=reads_url(),
-        execution_context_class=LeafExecutor,
-        hide_suggestions=not config["INTROSPECTION"],
-        max_coercion_errors=parsing.COERCION_ERRORS,  # as the Meter coerced them
-    )
-    if "data" not in result:
-        return result, True
-    if result["data"] is None and all("path" not in error for error in result.get("errors", ())):
-        # variables that do not fit: nothing ran, so there is no data entry
-        del result["data"]
-        return result, True
-    return result, False
+    result = executor.execute_operation()
+    answer = {"data": result.data}
+    if result.errors:
+        answer["errors"] = [format_error(error) for error in result.errors]
+    return answer, False
 
 
 def graphql_response(body, status: int, media: str | None = None, headers=None) -> Response:

@@ -1,0 +1,96 @@
+"""Round 3 GraphQL: bounded variables coerced once, public graphql-core hooks only."""
+
+from __future__ import annotations
+
+import time
+
+import graphql.execution.values as graphql_values
+import pytest
+
+from people_service.graphql import parsing
+
+from .test_graphql_limits import charged, fresh_key, post
+
+ADDRESSES = "mutation ($a: [AddressInput]) { deletePerson(id: 1) }"
+
+
+def addresses(count: int) -> list[dict]:
+    return [{"street": "s" * 8, "city": "c" * 8, "country": "x" * 8}] * count
+
+
+def test_huge_variables_are_refused_quickly_and_free(demo_server):
+    """960 KB of [AddressInput] took ~1.7 s of CPU to coerce, twice, charged as 1."""
+    headers = fresh_key(demo_server)
+    variables = {"a": addresses(14_000)}  # 940 KB, under the body limit
+    started = time.monotonic()
+    response = post(demo_server, headers, ADDRESSES, variables)
+    elapsed = time.monotonic() - started
+    assert response.status_code == 200
+    [error] = response.json()["errors"]
+    assert error["extensions"]["code"] == "QUERY_TOO_COMPLEX"
+    assert "variables" in error["message"]
+    assert "data" not in response.json()
+    assert charged(response) == 0
+    assert elapsed < 1.5  # generous: reading the body is most of it; coercing took seconds
+
+
+@pytest.mark.parametrize("shape", ["list", "nested", "object"])
+def test_the_count_of_values_holds_in_every_shape(client, headers, shape):
+    many = parsing.MAX_VARIABLE_VALUES + 1
+    value = {
+        "list": list(range(many)),
+        "nested": [[[1, 2]] * 10] * (many // 30 + 1),
+        "object": {f"k{i}": i for i in range(many)},
+    }[shape]
+    response = client.post(
+        "/graphql",
+        json={"query": "query ($v: [Int]) { me { name } }", "variables": {"v": value}},
+        headers=headers,
+    )
+    assert response.status_code == 200
+    assert response.json["errors"][0]["extensions"]["code"] == "QUERY_TOO_COMPLEX"
+
+
+def test_variables_within_the_bound_still_run(client, headers):
+    query = "query ($n: Int, $s: [PersonSort!]) { people(limit: $n, sort: $s) { id } }"
+    response = client.post(
+        "/graphql",
+        json={"query": query, "variables": {"n": 2.0, "s": ["ID_DESC"], "x": list(range(900))}},
+        headers=headers,
+    )
+    assert response.status_code == 200
+    assert "errors" not in response.json, response.json
+    assert len(response.json["data"]["people"]) <= 2
+
+
+def test_variables_are_coerced_once_per_request(client, headers, monkeypatch):
+    coerced = []
+    original = graphql_values.coerce_input_value
+
+    def counting(value, type_, *args, **kwargs):
+        coerced.append(value)
+        return original(value, type_, *args, **kwargs)
+
+    monkeypatch.setattr(graphql_values, "coerce_input_value", counting)
+    query = "query ($n: Int, $d: Boolean!) { people(limit: $n) @include(if: $d) { id } }"
+    response = client.post(
+        "/graphql", json={"query": query, "variables": {"n": 3, "d": True}}, headers=headers
+    )
+    assert "errors" not in response.json, response.json
+    assert sorted(map(str, coerced)) == ["3", "True"]
+
+
+def test_a_bad_variable_is_bad_user_input_and_a_missing_operation_bad_request(client, headers):
+    bad = client.post(
+        "/graphql",
+        json={"query": "query ($n: Int!) { people(limit: $n) { id } }", "variables": {"n": "x"}},
+        headers=headers,
+    )
+    assert [e["extensions"]["code"] for e in bad.json["errors"]] == ["BAD_USER_INPUT"]
+    assert "data" not in bad.json
+    missing = client.post(
+        "/graphql",
+        json={"query": "query A { me { name } }", "operationName": "B"},
+        headers=headers,
+    )
+    assert [e["extensions"]["code"] for e in missing.json["errors"]] == ["BAD_REQUEST"]
