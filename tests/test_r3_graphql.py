@@ -94,3 +94,65 @@ def test_a_bad_variable_is_bad_user_input_and_a_missing_operation_bad_request(cl
         headers=headers,
     )
     assert [e["extensions"]["code"] for e in missing.json["errors"]] == ["BAD_REQUEST"]
+
+
+# -- public graphql-core hooks only (issue 20) ----------------------------------------------
+
+
+def test_repeated_fields_are_refused_before_the_pairwise_merge_check(client, headers):
+    """`{ me { name } ... }` 499 times: graphql-core's overlap check compares them pairwise."""
+    started = time.process_time()
+    response = client.post(
+        "/graphql", json={"query": "{ " + "me { name } " * 499 + "}"}, headers=headers
+    )
+    assert time.process_time() - started < 0.5  # it took 0.8 s of validation alone
+    [error] = response.json["errors"]
+    assert error["extensions"]["code"] == "QUERY_TOO_COMPLEX"
+    assert error["message"] == "The query selects 998 fields; the limit is 400."
+
+
+@pytest.mark.parametrize(
+    ("text", "code", "message"),
+    [
+        ("{ " + "a " * 2100 + "}", "QUERY_TOO_COMPLEX", "more than 2000 tokens"),
+        ("#\n" * 2100 + "{ me { name } }", "QUERY_TOO_COMPLEX", "more than 2000 comments"),
+        ("{ a " * 300 + "}" * 300, "QUERY_TOO_COMPLEX", "nested too deeply"),
+        ("{ me { name } " * 10, "GRAPHQL_PARSE_FAILED", "Syntax Error"),
+        ("{ me { name \u0001 } }", "GRAPHQL_PARSE_FAILED", "Unexpected character"),
+        ("{ " + "a " * 1900 + "!", "GRAPHQL_PARSE_FAILED", "Syntax Error"),
+    ],
+)
+def test_limits_and_syntax_errors_are_told_apart_by_measure(client, headers, text, code, message):
+    response = client.post("/graphql", json={"query": text}, headers=headers)
+    [error] = response.json["errors"]
+    assert error["extensions"]["code"] == code
+    assert message in error["message"]
+
+
+def test_the_package_assigns_no_graphql_core_module_attribute():
+    import ast
+
+    from .conftest import ROOT
+
+    offences = []
+    for path in (ROOT / "people_service").rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        modules = {
+            alias.asname or alias.name
+            for node in ast.walk(tree)
+            if isinstance(node, (ast.Import, ast.ImportFrom))
+            and (getattr(node, "module", None) or "").startswith("graphql")
+            or isinstance(node, ast.Import)
+            and any(a.name.startswith("graphql") for a in node.names)
+            for alias in node.names
+        }
+        for node in ast.walk(tree):
+            targets = node.targets if isinstance(node, ast.Assign) else []
+            for target in targets:
+                if (
+                    isinstance(target, ast.Attribute)
+                    and isinstance(target.value, ast.Name)
+                    and target.value.id in modules
+                ):
+                    offences.append(f"{path.name}:{node.lineno}")
+    assert offences == []
