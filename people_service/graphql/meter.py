@@ -32,6 +32,7 @@ from graphql.execution.values import (
 
 from .parsing import (
     CEILING,
+    INTROSPECTION_DISCOUNT,
     INTROSPECTION_TYPES,
     MAX_NESTING,
     UNBOUNDED_LIST,
@@ -46,6 +47,15 @@ class Shape(NamedTuple):
 
 
 _BUSY = object()  # a fragment being measured: a spread of it closes a cycle (a validation error)
+
+
+def introspective(operation) -> bool:
+    """Whether an operation asks only for introspection fields: its answer is the same for
+    every caller and comes from the schema in memory."""
+    return operation is not None and all(
+        isinstance(node, FieldNode) and node.name.value.startswith("__")
+        for node in operation.selection_set.selections
+    )
 
 
 class Meter:
@@ -157,6 +167,13 @@ class Meter:
                 root = self.schema.get_root_type(self.running.operation)
             self._cost = None if root is None else self._walk(self.running.selection_set, root, 0)
         return self._cost
+
+    def price(self) -> int | None:
+        """What running it is charged: its cost, a hundredth of it for an introspection."""
+        cost = self.cost()
+        if cost is None or not introspective(self.running):
+            return cost
+        return max(1, cost // INTROSPECTION_DISCOUNT)
 
     def _walk(self, selection_set, parent, nesting: int) -> int:
         if nesting > MAX_NESTING:

@@ -33,6 +33,9 @@ CEILING = 10**9
 NESTED_TOO_DEEPLY = "The query is nested too deeply."
 # What one list field without a `limit` argument counts (the schema has none so far).
 UNBOUNDED_LIST = 100
+# An operation of introspection fields alone is charged this fraction of the objects it returns:
+# it reads the schema in memory, not the database, so the explorers can load it at any limit.
+INTROSPECTION_DISCOUNT = 100
 # The introspection type of each kind of schema element the introspection walk visits.
 INTROSPECTION_TYPES = {
     "schema": "__Schema",

@@ -87,7 +87,7 @@ def limit_rules(
                     "Ask for fewer (smaller limits) or split the query."
                 )
                 self.report_once("cost", message, operation)
-            elif budget is not None and cost > budget.amount:
+            elif budget is not None and meter.price() > budget.amount:
                 message = (
                     f"The query could return {figure(cost)} objects, more than the "
                     f"{budget.amount} your rate limit ({budget.limit}) allows in a whole window, "
@@ -115,8 +115,8 @@ def check_limits(
     budget: Budget | None = None,
     list_limits=None,
 ) -> tuple[tuple[GraphQLError, ...], int]:
-    """(errors, cost): the limits a document breaks, in time linear in the document, and what
-    its running operation costs (0 when nothing will run); values and list_limits as Meter
+    """(errors, price): the limits a document breaks, in time linear in the document, and what
+    its running operation is charged (0 when nothing will run); values and list_limits as Meter
     takes them."""
     meter = Meter(schema, document, values, operation_name, list_limits)
     rules = limit_rules(
@@ -126,7 +126,7 @@ def check_limits(
     if any(not isinstance(error, TooComplex) for error in errors):
         # validate() aborts by itself when fragments nest past what it can recurse through
         return (TooComplex(NESTED_TOO_DEEPLY),), 0
-    return tuple(errors), 0 if errors else (meter.cost() or 0)
+    return tuple(errors), 0 if errors else (meter.price() or 0)
 
 
 class NoIntrospection(ValidationRule):

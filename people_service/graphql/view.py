@@ -36,6 +36,7 @@ from . import parsing, rules
 from .batch import Batches
 from .executor import LeafExecutor
 from .explorer import explorer_response
+from .meter import introspective
 from .resolvers import LIST_LIMITS, Context
 from .schema import executable_schema, sdl
 
@@ -44,6 +45,8 @@ log = logging.getLogger("people_service.graphql")
 bp = Blueprint("graphql", __name__)
 
 GRAPHQL_RESPONSE = "application/graphql-response+json"
+# Introspection answers kept per app (the explorers send one or two distinct queries).
+INTROSPECTION_ANSWERS = 32
 JSON = "application/json"
 
 
@@ -275,11 +278,21 @@ def execute(data: dict, caller) -> tuple[dict, bool]:
         found = get_operation_ast(document, data.get("operationName")) is not None
         code = "BAD_USER_INPUT" if found else "BAD_REQUEST"
         return _request_errors(_with_code(error, code) for error in executor), True
+    # an introspection's answer is the same for everyone: kept, and charged 1 when reused
+    answers = None
+    if not data.get("variables") and introspective(executor.operation):
+        answers = current_app.extensions.setdefault("people_service.introspection", {})
+    key = (data["query"], data.get("operationName"))
+    if answers is not None and key in answers:
+        limiter.charge(1)
+        return answers[key], False
     limiter.charge(cost)
     result = executor.execute_operation()
     answer = {"data": result.data}
     if result.errors:
         answer["errors"] = [format_error(error) for error in result.errors]
+    if answers is not None and len(answers) < INTROSPECTION_ANSWERS:
+        answers[key] = answer
     return answer, False
 
 
