@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 
 import graphql.execution.values as graphql_values
@@ -156,3 +157,33 @@ def test_the_package_assigns_no_graphql_core_module_attribute():
                 ):
                     offences.append(f"{path.name}:{node.lineno}")
     assert offences == []
+
+
+# -- the explorer page (issue 21) --------------------------------------------------------------
+
+BROWSER = {"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"}
+
+
+@pytest.mark.parametrize("explorer", ["playground", "graphiql"])
+def test_a_claimed_mount_prefix_never_reaches_the_cached_explorer(tmp_path, explorer):
+    """Under gunicorn a client's SCRIPT_NAME header becomes the request's prefix: the page is
+    cached for everyone, so it holds no prefix at all (its URLs are relative to /graphql)."""
+    from .conftest import close_app, make_app
+
+    app = make_app(tmp_path, EXPLORER=explorer)
+    try:
+        client = app.test_client()
+        poisoned = client.get("/graphql", headers=BROWSER, environ_base={"SCRIPT_NAME": "/evil"})
+        assert poisoned.status_code == 200
+        page = client.get("/graphql", headers=BROWSER)
+        assert page.data == poisoned.data
+        html = page.get_data(as_text=True)
+        assert "/evil" not in html and 'src="/' not in html and 'href="/' not in html
+        assert 'id="key-hint"' in html and "X-API-Key" in html
+        # mounted at /api, every asset the page names resolves under /api
+        mounted = {"SCRIPT_NAME": "/api"}
+        for url in re.findall(r'(?:src|href)="(static/[^"]+)"', html):
+            with client.get("/" + url.replace("&amp;", "&"), environ_base=mounted) as asset:
+                assert asset.status_code == 200, url
+    finally:
+        close_app(app)
