@@ -46,6 +46,8 @@ class Shape(NamedTuple):
     aliases: int
 
 
+# a field node without arguments: the values it gets are the schema's defaults
+_BARE = FieldNode(name=NameNode(value="limit"), arguments=())
 _BUSY = object()  # a fragment being measured: a spread of it closes a cycle (a validation error)
 
 
@@ -91,7 +93,6 @@ class Meter:
         self._shapes: dict = {}
         self._costs: dict = {}
         self._introspection: dict = {}
-        self._defaults: dict = {}
         self._cost = _BUSY
 
     # -- depth and aliases, of every operation -------------------------------------------------
@@ -245,24 +246,13 @@ class Meter:
             limit = get_argument_values(definition, node, self.values).get("limit")
         except GraphQLError:
             limit = None  # the field fails when it runs; its default is an upper bound
-        if limit is None:  # an explicit null: the resolvers take the default
-            limit = self._default_limit(definition)
+        if limit is None:  # an explicit null: the resolvers take the default, which
+            # graphql-core 3.3 keeps in GraphQLArgument.default (default_value is Undefined)
+            limit = get_argument_values(definition, _BARE).get("limit")
         if isinstance(limit, bool) or not isinstance(limit, int):
             return UNBOUNDED_LIST
         low, high = self.list_limits.get(f"{parent.name}.{node.name.value}", (0, limit))
         return min(limit, CEILING) if low <= limit <= high else 0
-
-    def _default_limit(self, definition):
-        # graphql-core 3.3 keeps an SDL default in GraphQLArgument.default (default_value is
-        # Undefined); the arguments of a bare field node are exactly the schema's defaults
-        key = id(definition)
-        if key not in self._defaults:
-            try:
-                bare = FieldNode(name=NameNode(value="limit"), arguments=())
-                self._defaults[key] = get_argument_values(definition, bare).get("limit")
-            except GraphQLError:
-                self._defaults[key] = None
-        return self._defaults[key]
 
     # -- introspection ---------------------------------------------------------------------------
 
