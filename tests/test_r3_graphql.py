@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import time
+import uuid
 
 import graphql.execution.values as graphql_values
 import pytest
@@ -187,3 +190,124 @@ def test_a_claimed_mount_prefix_never_reaches_the_cached_explorer(tmp_path, expl
                 assert asset.status_code == 200, url
     finally:
         close_app(app)
+
+
+# -- automatic persisted queries (issue 23) ----------------------------------------------------
+
+
+def apq(query: str) -> tuple[str, dict]:
+    digest = hashlib.sha256(query.encode()).hexdigest()
+    return digest, {"persistedQuery": {"version": 1, "sha256Hash": digest}}
+
+
+def get(server, headers, **params):
+    params = {k: json.dumps(v) if isinstance(v, dict) else v for k, v in params.items()}
+    return server.request("GET", "/graphql", params=params, headers=headers)
+
+
+def test_persisted_queries_follow_apollos_protocol(demo_server):
+    headers = fresh_key(demo_server)
+    query = '{ person(id: "1") { name } } # ' + uuid.uuid4().hex
+    digest, extensions = apq(query)
+    # 1. the hash alone: not known yet (HTTP 200, as Apollo's clients expect)
+    unknown = get(demo_server, headers, extensions=extensions)
+    assert unknown.status_code == 200
+    assert unknown.json() == {
+        "errors": [
+            {
+                "message": "PersistedQueryNotFound",
+                "extensions": {"code": "PERSISTED_QUERY_NOT_FOUND"},
+            }
+        ]
+    }
+    # 2. the query with its hash: it runs and is stored
+    stored = post_json(demo_server, headers, {"query": query, "extensions": extensions})
+    assert stored.json() == {"data": {"person": {"name": "Ada Lovelace"}}}
+    # 3. the hash alone now runs it, by GET with an ETag, and If-None-Match gets 304
+    ran = get(demo_server, headers, extensions=extensions)
+    assert ran.status_code == 200
+    assert ran.json() == {"data": {"person": {"name": "Ada Lovelace"}}}
+    etag = ran.headers["ETag"]
+    again = get(demo_server, {**headers, "If-None-Match": etag}, extensions=extensions)
+    assert again.status_code == 304 and again.content == b""
+    assert again.headers["ETag"] == etag
+    # and by POST
+    posted = post_json(demo_server, headers, {"extensions": extensions})
+    assert posted.json() == {"data": {"person": {"name": "Ada Lovelace"}}}
+
+
+def test_a_hash_that_is_not_the_querys_is_400_and_stores_nothing(demo_server):
+    headers = fresh_key(demo_server)
+    query = "{ me { name } } # " + uuid.uuid4().hex
+    digest, extensions = apq(query + " ")
+    refused = post_json(demo_server, headers, {"query": query, "extensions": extensions})
+    assert refused.status_code == 400
+    assert refused.json()["errors"][0]["extensions"]["code"] == "BAD_REQUEST"
+    unknown = get(demo_server, headers, extensions=extensions)
+    assert unknown.json()["errors"][0]["extensions"]["code"] == "PERSISTED_QUERY_NOT_FOUND"
+
+
+@pytest.mark.parametrize(
+    "persisted",
+    [{"version": 2, "sha256Hash": "0" * 64}, {"version": 1, "sha256Hash": "X" * 64}, "x"],
+)
+def test_malformed_persisted_query_extensions_are_400(client, headers, persisted):
+    response = client.post(
+        "/graphql", json={"extensions": {"persistedQuery": persisted}}, headers=headers
+    )
+    assert response.status_code == 400
+    assert response.json["errors"][0]["extensions"]["code"] == "BAD_REQUEST"
+
+
+def test_a_persisted_mutation_by_get_stays_refused(demo_server):
+    headers = fresh_key(demo_server)
+    query = 'mutation { sendMessage(personId: "1", content: "hi") { id } } # ' + uuid.uuid4().hex
+    digest, extensions = apq(query)
+    stored = post_json(demo_server, headers, {"query": query, "extensions": extensions})
+    assert "errors" not in stored.json()
+    refused = get(demo_server, headers, extensions=extensions)
+    assert refused.status_code == 405 and refused.headers["Allow"] == "POST"
+
+
+def test_persisted_queries_pass_every_limit_and_are_stored_only_when_valid(demo_server):
+    headers = fresh_key(demo_server)
+    for query in ("{ people(limit: 1000) { friends(limit: 100) { id } } }", "{ nosuch }"):
+        query += " # " + uuid.uuid4().hex
+        digest, extensions = apq(query)
+        refused = post_json(demo_server, headers, {"query": query, "extensions": extensions})
+        code = refused.json()["errors"][0]["extensions"]["code"]
+        assert code in ("QUERY_TOO_COMPLEX", "GRAPHQL_VALIDATION_FAILED")
+        unknown = get(demo_server, headers, extensions=extensions)
+        assert unknown.json()["errors"][0]["extensions"]["code"] == "PERSISTED_QUERY_NOT_FOUND"
+
+
+def test_persisted_queries_survive_a_restart_and_are_shared(tmp_path):
+    from .conftest import ServerProcess, database
+
+    db = database(tmp_path)
+    query = "{ me { kind } }"
+    digest, extensions = apq(query)
+    first = ServerProcess(db).start()
+    try:
+        headers = fresh_key(first)
+        stored = post_json(first, headers, {"query": query, "extensions": extensions})
+        assert stored.json() == {"data": {"me": {"kind": "api_key"}}}
+    finally:
+        first.stop()
+    second = ServerProcess(db).start()
+    try:
+        ran = get(second, headers, extensions=extensions)
+        assert ran.json() == {"data": {"me": {"kind": "api_key"}}}
+    finally:
+        second.stop()
+
+
+def test_the_store_keeps_a_bounded_number_of_documents(store):
+    for index in range(5):
+        store.put_persisted(f"{index:064x}", f"{{ a{index} }}", keep=3)
+    kept = [store.get_persisted(f"{index:064x}") for index in range(5)]
+    assert kept == [None, None, "{ a2 }", "{ a3 }", "{ a4 }"]
+
+
+def post_json(server, headers, body):
+    return server.request("POST", "/graphql", json=body, headers=headers)

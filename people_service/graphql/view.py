@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import re
 from functools import lru_cache
 
 from flask import Blueprint, current_app, g, request
@@ -45,6 +47,10 @@ log = logging.getLogger("people_service.graphql")
 bp = Blueprint("graphql", __name__)
 
 GRAPHQL_RESPONSE = "application/graphql-response+json"
+# Automatic persisted queries: how many documents the store keeps, and the largest it keeps.
+PERSISTED_KEEP = 1000
+PERSISTED_BYTES = 32 * 1024
+SHA256 = re.compile(r"[0-9a-f]{64}")
 # Introspection answers kept per app (the explorers send one or two distinct queries).
 INTROSPECTION_ANSWERS = 32
 JSON = "application/json"
@@ -103,7 +109,10 @@ def _read_request() -> dict:
             f"POST {JSON} (or application/graphql) to /graphql, not '{request.mimetype}'."
         )
     query = data.get("query")
-    if not isinstance(query, str) or not query.strip():
+    persisted = query is None and isinstance(data.get("extensions"), dict)
+    if not (persisted and "persistedQuery" in data["extensions"]) and (
+        not isinstance(query, str) or not query.strip()
+    ):
         raise BadRequest("The request needs a 'query' string.")
     if data.get("variables") is not None and not isinstance(data["variables"], dict):
         raise BadRequest("'variables' must be a JSON object.")
@@ -232,7 +241,30 @@ def _request_errors(messages) -> dict:
     return {"errors": [format_error(error) for error in messages]}
 
 
-def execute(data: dict, caller) -> tuple[dict, bool]:
+def persisted_digest(data: dict) -> str | None:
+    """The SHA-256 (hex) of an automatic persisted query's request, None for other requests.
+
+    Raises BadRequest for another protocol version, a malformed hash, or a query whose hash
+    is not the one given.
+    """
+    persisted = (data.get("extensions") or {}).get("persistedQuery")
+    if persisted is None:
+        return None
+    if not isinstance(persisted, dict) or persisted.get("version") != 1:
+        raise BadRequest("Persisted queries: only version 1 is supported.")
+    digest = persisted.get("sha256Hash")
+    if not isinstance(digest, str) or not SHA256.fullmatch(digest):
+        raise BadRequest("'sha256Hash' must be a SHA-256 in 64 lowercase hex digits.")
+    query = data.get("query")
+    if (
+        query is not None
+        and hashlib.sha256(query.encode("utf-8", "surrogatepass")).hexdigest() != digest
+    ):
+        raise BadRequest("'sha256Hash' is not the SHA-256 of the query.")
+    return digest
+
+
+def execute(data: dict, caller, persist: str | None = None) -> tuple[dict, bool]:
     """Run a GraphQL request; returns the result and whether it was a request error.
 
     In order: parse, the size of the variables, their coercion (once), the limits (linear in
@@ -273,6 +305,8 @@ def execute(data: dict, caller) -> tuple[dict, bool]:
         if isinstance(errors[0], parsing.TooComplex):
             limiter.waive()
         return _request_errors(errors), True
+    if persist and len(data["query"].encode("utf-8", "surrogatepass")) <= PERSISTED_BYTES:
+        get_store().put_persisted(persist, data["query"], PERSISTED_KEEP)
     if isinstance(executor, list):
         # no such operation (a bad request), or variables that do not fit (bad user input)
         found = get_operation_ast(document, data.get("operationName")) is not None
@@ -302,7 +336,7 @@ def graphql_response(body, status: int, media: str | None = None, headers=None) 
 
 @bp.route("/graphql", methods=["GET", "POST"])
 def graphql_endpoint():
-    if request.method in ("GET", "HEAD") and "query" not in request.args:
+    if reads_url() and "query" not in request.args and "extensions" not in request.args:
         # a browser (it prefers HTML to both JSON types) gets the explorer, open to anyone
         page = explorer_response() if negotiate((JSON, GRAPHQL_RESPONSE, HTML)) == HTML else None
         if page is not None:
@@ -310,11 +344,28 @@ def graphql_endpoint():
         raise BadRequest("Send a query: GET /graphql?query={...} or POST a JSON body.")
     media = response_type()
     caller = authenticate()
-    result, request_error = execute(request_data(), caller)
+    data = request_data()
+    digest = persisted_digest(data)
+    if digest is not None and data.get("query") is None:
+        data["query"] = get_store().get_persisted(digest)
+        if data["query"] is None:
+            # Apollo's clients answer this by sending the query with its hash
+            services().limiter.charge(1)
+            error = {"message": "PersistedQueryNotFound"}
+            error["extensions"] = {"code": "PERSISTED_QUERY_NOT_FOUND"}
+            return graphql_response({"errors": [error]}, 200, media)
+        digest = None  # stored already
+    result, request_error = execute(data, caller, persist=digest)
     if request.args.get("unwrap") == "1" and reads_url() and "errors" not in result:
-        return graphql_response(result["data"], 200, media)
-    status = 400 if request_error and media == GRAPHQL_RESPONSE else 200
-    return graphql_response(result, status, media)
+        response = graphql_response(result["data"], 200, media)
+    else:
+        status = 400 if request_error and media == GRAPHQL_RESPONSE else 200
+        response = graphql_response(result, status, media)
+    if reads_url() and "persistedQuery" in (data.get("extensions") or {}):
+        # a persisted GET is short and cacheable: an ETag, and 304 for a client that has it
+        response.add_etag()
+        response.make_conditional(request)
+    return response
 
 
 # the rate limit charges it the query's cost, once the caller and the document are known

@@ -14,6 +14,7 @@ from psycopg_pool import ConnectionPool
 from ..errors import Conflict, ServiceError, StorageFull, Unavailable
 from .base import Store
 from .common import translated
+from .persisted import PERSISTED_SCHEMA
 from .schema import SCHEMA_V1
 
 SCHEMA_V1_POSTGRES = (
@@ -51,6 +52,7 @@ MIGRATIONS = [
         "ALTER TABLE users ADD COLUMN token_generation BIGINT NOT NULL DEFAULT 0"
     ),
     _v3_people_filters,
+    lambda store: store._script(PERSISTED_SCHEMA),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 IDENTITY_TABLES = ("people", "messages", "api_keys", "users")

@@ -16,6 +16,7 @@ from ..errors import Conflict, ServiceError, StorageFull, Unavailable
 from .base import Store
 from .beside import FilesBeside
 from .common import translated
+from .persisted import PERSISTED_SCHEMA
 from .schema import SCHEMA_V1
 
 SCHEMA_V1_SQLITE = SCHEMA_V1.format(
@@ -53,6 +54,7 @@ MIGRATIONS = [
     lambda store: store._script(SCHEMA_V1_SQLITE),
     _v2_user_status,
     _v3_people_filters,
+    lambda store: store._script(PERSISTED_SCHEMA),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 FILE_CHECK_SECONDS = 1.0  # how long a read may trust that the database file is still there
