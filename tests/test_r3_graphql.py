@@ -5,8 +5,11 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import shutil
+import subprocess
 import time
 import uuid
+from pathlib import Path
 
 import graphql.execution.values as graphql_values
 import pytest
@@ -311,3 +314,42 @@ def test_the_store_keeps_a_bounded_number_of_documents(store):
 
 def post_json(server, headers, body):
     return server.request("POST", "/graphql", json=body, headers=headers)
+
+
+APQ_CLIENT = Path(__file__).parent / "apq"
+
+
+@pytest.fixture(scope="module")
+def apollo(tmp_path_factory):
+    """Apollo Client and its persisted-queries link, installed from npm into a temp folder."""
+    if not (shutil.which("node") and shutil.which("npm")):
+        pytest.skip("node and npm are not installed")
+    folder = tmp_path_factory.mktemp("apq")
+    for name in ("package.json", "apq-client.mjs"):
+        shutil.copy(APQ_CLIENT / name, folder / name)
+    installed = subprocess.run(
+        ["npm", "install", "--no-audit", "--no-fund", "--prefer-offline"],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    if installed.returncode != 0:
+        pytest.skip(f"npm install failed: {installed.stderr[-300:]}")
+    return folder
+
+
+def test_apollo_clients_persisted_query_link_works_unchanged(apollo, demo_server):
+    """GET with the hash (not found), POST with the query, then GET with the hash alone."""
+    ran = subprocess.run(
+        ["node", "apq-client.mjs", f"{demo_server.url}/graphql", demo_server.key],
+        cwd=apollo,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert ran.returncode == 0, ran.stderr
+    report = json.loads(ran.stdout)
+    assert report["results"] == ["Ada Lovelace", "Ada Lovelace"]
+    requests = [(seen["method"], seen["status"], seen["hasQuery"]) for seen in report["seen"]]
+    assert requests == [("GET", 200, False), ("POST", 200, True), ("GET", 200, False)]
