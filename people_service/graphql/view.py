@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import logging
-import re
 from functools import lru_cache
 
 from flask import Blueprint, current_app, g, request
@@ -28,29 +25,23 @@ from ..errors import (
     UnsupportedMediaType,
     graphql_code,
 )
-from ..schemas import sentence
 from ..web import get_store, services
 from ..web.caller import authenticate
 from ..web.jsonio import dump_json, json_body, parse_json
 from ..web.negotiation import HTML, negotiate
-from ..web.problems import bounded_errors, error_parts
-from . import parsing, rules
+from ..web.problems import error_parts
+from . import parsing, persisted, rules
 from .batch import Batches
 from .executor import LeafExecutor
 from .explorer import explorer_response
+from .formatting import format_error, request_errors, with_code
 from .meter import introspective
 from .resolvers import LIST_LIMITS, Context
 from .schema import executable_schema, sdl
 
-log = logging.getLogger("people_service.graphql")
-
 bp = Blueprint("graphql", __name__)
 
 GRAPHQL_RESPONSE = "application/graphql-response+json"
-# Automatic persisted queries: how many documents the store keeps, and the largest it keeps.
-PERSISTED_KEEP = 1000
-PERSISTED_BYTES = 32 * 1024
-SHA256 = re.compile(r"[0-9a-f]{64}")
 # Introspection answers kept per app (the explorers send one or two distinct queries).
 INTROSPECTION_ANSWERS = 32
 JSON = "application/json"
@@ -161,55 +152,6 @@ def _check_limits_cached(text: str, operation_name, coerced: bool, **limits) -> 
 # -- execution ------------------------------------------------------------------------------
 
 
-def _code(error: GraphQLError) -> str:
-    if error.extensions and error.extensions.get("code"):
-        return error.extensions["code"]
-    return "BAD_REQUEST" if error.path is None else "INTERNAL_SERVER_ERROR"
-
-
-def graphql_names(errors):
-    """Field messages keyed by the names GraphQL gives the fields (min_age: minAge), as the
-    service checks arguments and inputs under their Python names."""
-    if isinstance(errors, dict):
-        return {_camel(key): graphql_names(value) for key, value in errors.items()}
-    if isinstance(errors, list):
-        return [graphql_names(item) for item in errors]
-    return errors
-
-
-def _camel(key):
-    if not isinstance(key, str) or key.startswith("_"):  # _schema: the object as a whole
-        return key
-    first, *rest = key.split("_")
-    return first + "".join(part[:1].upper() + part[1:] for part in rest)
-
-
-def format_error(error: GraphQLError) -> dict:
-    """Every error gets extensions.code; a resolver's own exception text never leaves."""
-    formatted = error.formatted
-    original = error.original_error
-    while isinstance(original, GraphQLError) and original.original_error is not None:
-        original = original.original_error
-    if isinstance(original, ServiceError):
-        formatted["message"] = original.detail
-        extensions = {"code": original.graphql_code}
-        if original.errors:
-            named = graphql_names(original.errors)
-            if original.detail == sentence(original.errors):
-                formatted["message"] = sentence(named)
-            extensions["errors"], omitted = bounded_errors(named)
-            if omitted:
-                extensions["errors_omitted"] = omitted
-    elif original is not None and not isinstance(original, GraphQLError):
-        log.error("resolver failed at %s", error.path, exc_info=original)
-        formatted["message"] = "Internal server error"
-        extensions = {"code": "INTERNAL_SERVER_ERROR"}
-    else:
-        extensions = {**(error.extensions or {}), "code": _code(error)}
-    formatted["extensions"] = extensions
-    return formatted
-
-
 @lru_cache(maxsize=512)
 def _validate(schema, text: str, introspection: bool) -> tuple:
     """The specification's validation of a text; with introspection off, without suggestions
@@ -228,40 +170,7 @@ def _validate(schema, text: str, introspection: bool) -> tuple:
     ):
         # aborted before max_errors was reached: graphql-core gave up on the document itself
         return (parsing.TooComplex("The query is too complex to validate."),)
-    return tuple(_with_code(error, "GRAPHQL_VALIDATION_FAILED") for error in errors)
-
-
-def _with_code(error: GraphQLError, code: str) -> GraphQLError:
-    return GraphQLError(
-        error.message, source=error.source, positions=error.positions, extensions={"code": code}
-    )
-
-
-def _request_errors(messages) -> dict:
-    return {"errors": [format_error(error) for error in messages]}
-
-
-def persisted_digest(data: dict) -> str | None:
-    """The SHA-256 (hex) of an automatic persisted query's request, None for other requests.
-
-    Raises BadRequest for another protocol version, a malformed hash, or a query whose hash
-    is not the one given.
-    """
-    persisted = (data.get("extensions") or {}).get("persistedQuery")
-    if persisted is None:
-        return None
-    if not isinstance(persisted, dict) or persisted.get("version") != 1:
-        raise BadRequest("Persisted queries: only version 1 is supported.")
-    digest = persisted.get("sha256Hash")
-    if not isinstance(digest, str) or not SHA256.fullmatch(digest):
-        raise BadRequest("'sha256Hash' must be a SHA-256 in 64 lowercase hex digits.")
-    query = data.get("query")
-    if (
-        query is not None
-        and hashlib.sha256(query.encode("utf-8", "surrogatepass")).hexdigest() != digest
-    ):
-        raise BadRequest("'sha256Hash' is not the SHA-256 of the query.")
-    return digest
+    return tuple(with_code(error, "GRAPHQL_VALIDATION_FAILED") for error in errors)
 
 
 def execute(data: dict, caller, persist: str | None = None) -> tuple[dict, bool]:
@@ -279,9 +188,9 @@ def execute(data: dict, caller, persist: str | None = None) -> tuple[dict, bool]
         parsing.check_variables(data.get("variables"))
     except parsing.TooComplex as error:
         limiter.waive()
-        return _request_errors([error]), True
+        return request_errors([error]), True
     except GraphQLError as error:
-        return _request_errors([error]), True
+        return request_errors([error]), True
     if reads_url():
         operation = get_operation_ast(document, data.get("operationName"))
         if operation is not None and operation.operation != OperationType.QUERY:
@@ -299,19 +208,19 @@ def execute(data: dict, caller, persist: str | None = None) -> tuple[dict, bool]
     errors, cost = check_limits(schema, document, data, limiter.budget(), values)
     if errors:
         limiter.waive()
-        return _request_errors(errors), True
+        return request_errors(errors), True
     errors = _validate(schema, data["query"], config["INTROSPECTION"])
     if errors:
         if isinstance(errors[0], parsing.TooComplex):
             limiter.waive()
-        return _request_errors(errors), True
-    if persist and len(data["query"].encode("utf-8", "surrogatepass")) <= PERSISTED_BYTES:
-        get_store().put_persisted(persist, data["query"], PERSISTED_KEEP)
+        return request_errors(errors), True
+    if persist and len(data["query"].encode("utf-8", "surrogatepass")) <= persisted.MAX_BYTES:
+        get_store().put_persisted(persist, data["query"], persisted.KEEP)
     if isinstance(executor, list):
         # no such operation (a bad request), or variables that do not fit (bad user input)
         found = get_operation_ast(document, data.get("operationName")) is not None
         code = "BAD_USER_INPUT" if found else "BAD_REQUEST"
-        return _request_errors(_with_code(error, code) for error in executor), True
+        return request_errors(with_code(error, code) for error in executor), True
     # an introspection's answer is the same for everyone: kept, and charged 1 when reused
     answers = None
     if not data.get("variables") and introspective(executor.operation):
@@ -345,15 +254,13 @@ def graphql_endpoint():
     media = response_type()
     caller = authenticate()
     data = request_data()
-    digest = persisted_digest(data)
+    digest = persisted.digest_of(data)
     if digest is not None and data.get("query") is None:
         data["query"] = get_store().get_persisted(digest)
         if data["query"] is None:
-            # Apollo's clients answer this by sending the query with its hash
+            # HTTP 200: Apollo's clients answer it by sending the query with its hash
             services().limiter.charge(1)
-            error = {"message": "PersistedQueryNotFound"}
-            error["extensions"] = {"code": "PERSISTED_QUERY_NOT_FOUND"}
-            return graphql_response({"errors": [error]}, 200, media)
+            return graphql_response(persisted.NOT_FOUND, 200, media)
         digest = None  # stored already
     result, request_error = execute(data, caller, persist=digest)
     if request.args.get("unwrap") == "1" and reads_url() and "errors" not in result:
