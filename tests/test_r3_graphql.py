@@ -215,6 +215,7 @@ def test_persisted_queries_follow_apollos_protocol(demo_server):
     # 1. the hash alone: not known yet (HTTP 200, as Apollo's clients expect)
     unknown = get(demo_server, headers, extensions=extensions)
     assert unknown.status_code == 200
+    assert charged(unknown) == 1  # as any request
     assert unknown.json() == {
         "errors": [
             {

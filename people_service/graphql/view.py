@@ -259,7 +259,6 @@ def graphql_endpoint():
         data["query"] = get_store().get_persisted(digest)
         if data["query"] is None:
             # HTTP 200: Apollo's clients answer it by sending the query with its hash
-            services().limiter.charge(1)
             return graphql_response(persisted.NOT_FOUND, 200, media)
         digest = None  # stored already
     result, request_error = execute(data, caller, persist=digest)
