@@ -184,7 +184,7 @@ def test_playground_runs_a_query_with_the_key_from_http_headers(session, site, t
     editors = page.locator(".CodeMirror")
     expect(editors.first).to_be_visible()
     # 2. HTTP HEADERS, then the key as JSON
-    page.get_by_text("HTTP HEADERS").click()
+    page.locator("#root").get_by_text("HTTP HEADERS").click()
     editors.nth(1).click()
     page.keyboard.insert_text(json.dumps({"X-API-Key": site.key}))
     # 3. the query in the left pane, then the play button
@@ -213,7 +213,7 @@ def test_graphiql_runs_a_query_offline_too(chromium, tmp_path_factory, tmp_path)
     try:
         page = session.page
         session.open("/graphql")
-        page.get_by_text("Headers", exact=True).click()
+        page.locator("#graphiql").get_by_text("Headers", exact=True).click()
         headers = page.locator(".graphiql-editor-tool .CodeMirror").last
         headers.click()
         page.keyboard.insert_text(json.dumps({"X-API-Key": server.key}))

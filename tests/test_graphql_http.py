@@ -191,7 +191,7 @@ def test_browser_gets_playground_with_assets_from_the_cdn(tmp_path):
         assert page.status_code == 200
         assert page.content_type == "text/html; charset=utf-8"
         html = page.get_data(as_text=True)
-        assert "/static/pages/playground.js?v=" in html  # our start-up script, from this server
+        assert '"static/pages/playground.js?v=' in html  # our start-up script, from this server
         assert html.count("https://assets.example.internal/playground/") == 4
         assert "jsdelivr" not in html
         policy = page.headers["Content-Security-Policy"]

@@ -87,47 +87,29 @@ def test_collect_subfields_returns_the_field_set_and_the_defer_usages_first(app,
     assert not defer_usages
 
 
-@pytest.mark.parametrize(
-    ("text", "options", "message"),
-    [
-        ("{ a " * 300 + "}" * 300, {}, "Document is nested too deeply"),
-        ("{ a b c d }", {"max_lexical_tokens": 3}, "Document contains more than 3 tokens"),
-        ("#\n#\n#\n{ a }", {"max_comments": 2}, "Document contains more than 2 comments"),
-    ],
-)
-def test_the_parser_messages_the_limits_recognise(text, options, message):
-    """parsing.parse_document tells a limit from a syntax error by these messages."""
-    with pytest.raises(graphql.GraphQLSyntaxError) as raised:
-        graphql.parse(text, **options)
-    assert message in raised.value.message
+def test_parse_limits_raise_syntax_errors_and_comments_stay_in_the_token_chain():
+    """parsing.parse_document measures a text the parser refused (same error type for a limit
+    and a typo) with graphql-core's Lexer, counting comments through Token.next."""
+    with pytest.raises(graphql.GraphQLSyntaxError):
+        graphql.parse("{ a b c d }", max_lexical_tokens=3)
+    lexer = graphql.language.Lexer(graphql.Source("# one\n# two\n{ a }"))
+    start = lexer.token
+    first = lexer.advance()
+    assert first.kind is graphql.language.TokenKind.BRACE_L
+    assert [start.next.kind, start.next.next.kind] == [graphql.language.TokenKind.COMMENT] * 2
+    assert start.next.next.next is first
 
 
-def test_the_overlap_check_keeps_its_budget_knob_and_abort_message():
-    """parsing.py lowers the overlap rule's work budget; the view reads its abort message."""
-    from graphql.validation.rules import overlapping_fields_can_be_merged as overlap
-
-    from people_service.graphql import parsing
-
-    assert overlap.MAX_COMPLEXITY_BUDGET == parsing.VALIDATION_BUDGET
-    document = graphql.parse("{ " + "a { b } " * 400 + "}")
-    schema = graphql.build_schema("type Query { a: A } type A { b: String }")
-    errors = graphql.validate(schema, document)
-    assert [error.message for error in errors] == [parsing.VALIDATION_ABORTED]
-
-
-def test_variable_coercion_stops_with_the_message_view_maps_to_bad_user_input():
-    """view._code tells graphql-core's variable errors by their first words; the one that ends
-    the count (max_coercion_errors, which execute_sync takes) has no 'Variable' in front."""
+def test_executor_build_coerces_variables_and_returns_errors_as_a_list():
+    """view.execute builds the executor once (coercing the variables) and runs it."""
     from graphql import parse
-    from graphql.execution import execute_sync
 
+    from people_service.graphql.executor import LeafExecutor
     from people_service.graphql.schema import executable_schema
 
-    assert "max_coercion_errors" in parameters(execute_sync)
-    document = parse("query ($a: [Int]) { me { name } }")
-    result = execute_sync(
-        executable_schema(), document, variable_values={"a": ["x", "y"]}, max_coercion_errors=1
-    )
-    messages = [error.message for error in result.errors]
-    assert messages[0].startswith("Variable '$a' has invalid value")
-    assert messages[-1].startswith("Too many errors processing variables")
+    document = parse("query ($n: Int) { __typename }")
+    built = LeafExecutor.build(executable_schema(), document, raw_variable_values={"n": 2.0})
+    assert built.variable_values.coerced == {"n": 2}
+    assert built.execute_operation().data == {"__typename": "Query"}
+    failed = LeafExecutor.build(executable_schema(), document, raw_variable_values={"n": "x"})
+    assert isinstance(failed, list) and isinstance(failed[0], graphql.GraphQLError)

@@ -13,9 +13,9 @@ class LeafExecutor(Executor):
     read straight from a dict (no resolver, no arguments, no @defer, no middleware).
 
     graphql-core builds a ResolveInfo, a Path and a completion call for every field of every
-    object; a list of 4,000 people asking for `name` spent most of its time there. Such an
-    object is built here in one loop. Anything unusual (a null for a non-null field, a value the
-    scalar refuses, a callable) falls back to the standard path, which reports it as usual.
+    object, most of the time of a long list; such an object is built here in one loop. Anything
+    unusual (a null for a non-null field, a value the scalar refuses, a callable) falls back to
+    the standard path, which reports it as usual.
     """
 
     _plans: dict = {}  # (type, response names) -> [(response name, field, serialize, non-null)]

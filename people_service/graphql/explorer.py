@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from flask import current_app, render_template, url_for
+from flask import current_app, render_template, request
 
-from ..web import services
 from ..web.pages import (
     asset_url,
     content_security_policy,
@@ -23,67 +22,64 @@ PLAYGROUND_SETTINGS = {
 }
 
 
-def _playground(cdn: str, endpoint: str) -> dict:
+def _playground(url) -> dict:
     package = "graphql-playground-react"
     return {
-        "template": "playground.html",
-        "css": vendor_url(package, "build/static/css/index.css", cdn),
-        "favicon": vendor_url(package, "build/favicon.png", cdn),
-        "logo": vendor_url(package, "build/logo.png", cdn),
-        "scripts": [vendor_url(package, "build/static/js/middleware.js", cdn)],
-        "config": {"endpoint": endpoint, "settings": PLAYGROUND_SETTINGS},
+        "css": url(package, "build/static/css/index.css"),
+        "favicon": url(package, "build/favicon.png"),
+        "logo": url(package, "build/logo.png"),
+        "scripts": [url(package, "build/static/js/middleware.js")],
+        "config": {"settings": PLAYGROUND_SETTINGS},
     }
 
 
-def _graphiql(cdn: str, endpoint: str) -> dict:
+def _graphiql(url) -> dict:
     return {
-        "template": "graphiql.html",
-        "css": vendor_url("graphiql", "dist/style.css", cdn),
+        "css": url("graphiql", "dist/style.css"),
         "scripts": [
-            vendor_url("react", "umd/react.production.min.js", cdn),
-            vendor_url("react-dom", "umd/react-dom.production.min.js", cdn),
-            vendor_url("graphiql", "dist/index.umd.js", cdn),
+            url("react", "umd/react.production.min.js"),
+            url("react-dom", "umd/react-dom.production.min.js"),
+            url("graphiql", "dist/index.umd.js"),
         ],
-        "config": {"endpoint": endpoint},
+        "config": {},
     }
 
 
 EXPLORERS = {"playground": _playground, "graphiql": _graphiql}
 
 
-def explorer_policy(cdn: str) -> str:
-    """The page's Content-Security-Policy: scripts from files only (this server or the CDN),
-    styles also inline (both explorers are React apps that set styles)."""
-    return content_security_policy(inline_styles=True, origin=source_of(cdn))
+def _relative(url: str) -> str:
+    """A URL of this server relative to the page (/graphql): the page holds no mount prefix,
+    so whatever prefix a request claims, the page cached for all stays right for all."""
+    if "//" in url:  # a CDN's
+        return url
+    return url.removeprefix(request.script_root).lstrip("/")
 
 
-def explorer_page() -> str | None:
-    """The explorer's HTML (None with EXPLORER=none), rendered once per app.
-
-    Assets come from the service's own copy, or from EXPLORER_CDN when it is set.
-    """
-    ext = services()
-    if ext.explorer is None:
-        config = current_app.config
-        make = EXPLORERS.get(config["EXPLORER"])
-        if make is None:
-            ext.explorer = ""
-        else:
-            page = make(config["EXPLORER_CDN"], url_for("graphql.graphql_endpoint"))
-            ext.explorer = render_template(
-                page.pop("template"), title="people-service", init=_init_script(), **page
-            )
-    return ext.explorer or None
-
-
-def _init_script() -> str:
-    return asset_url(f"pages/{current_app.config['EXPLORER']}.js")
+def _context(explorer: str) -> dict:
+    cdn = current_app.config["EXPLORER_CDN"]
+    page = EXPLORERS[explorer](lambda package, path: _relative(vendor_url(package, path, cdn)))
+    return {
+        **page,
+        "title": "people-service",
+        "explorer_css": _relative(asset_url("pages/explorer.css")),
+        "init": _relative(asset_url(f"pages/{explorer}.js")),
+    }
 
 
 def explorer_response():
-    """The explorer page as a response, or None when there is none."""
-    page = explorer_page()
-    if page is None:
+    """The explorer page (rendered once per app), or None with EXPLORER=none.
+
+    Assets come from the service's own copy, or from EXPLORER_CDN when it is set; the page's
+    script sends queries to the page's own URL.
+    """
+    explorer = current_app.config["EXPLORER"]
+    if explorer not in EXPLORERS:
         return None
-    config = current_app.config
-    return html_response(page, explorer_policy(config["EXPLORER_CDN"]))
+    pages = current_app.extensions.setdefault("people_service.explorer", {})
+    if explorer not in pages:  # the page holds no prefix and depends only on the config
+        pages[explorer] = render_template(f"{explorer}.html", **_context(explorer))
+    page = pages[explorer]
+    # scripts from files only (this server or the CDN), styles also inline (React sets them)
+    origin = source_of(current_app.config["EXPLORER_CDN"])
+    return html_response(page, content_security_policy(inline_styles=True, origin=origin))

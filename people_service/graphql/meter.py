@@ -28,12 +28,11 @@ from graphql import (
 from graphql.execution.values import (
     get_argument_values,
     get_directive_values,
-    get_variable_values,
 )
 
 from .parsing import (
     CEILING,
-    COERCION_ERRORS,
+    INTROSPECTION_DISCOUNT,
     INTROSPECTION_TYPES,
     MAX_NESTING,
     UNBOUNDED_LIST,
@@ -47,11 +46,23 @@ class Shape(NamedTuple):
     aliases: int
 
 
+# a field node without arguments: the values it gets are the schema's defaults
+_BARE = FieldNode(name=NameNode(value="limit"), arguments=())
 _BUSY = object()  # a fragment being measured: a spread of it closes a cycle (a validation error)
 
 
+def introspective(operation) -> bool:
+    """Whether an operation asks only for introspection fields: its answer is the same for
+    every caller and comes from the schema in memory."""
+    return operation is not None and all(
+        isinstance(node, FieldNode) and node.name.value.startswith("__")
+        for node in operation.selection_set.selections
+    )
+
+
 class Meter:
-    """Depth, aliases and cost of a document's operations, for one request's variables.
+    """Depth, aliases and cost of a document's operations, for one request's coerced variables
+    (graphql-core's VariableValues, as an executor holds them).
 
     Each walk memoizes fragments: a fragment is measured once however often it is spread (its
     measure does not depend on where), and every count saturates at CEILING, so measuring takes
@@ -66,7 +77,7 @@ class Meter:
     counts the objects it returns, which the schema fixes.
     """
 
-    def __init__(self, schema, document, variables=None, operation_name=None, list_limits=None):
+    def __init__(self, schema, document, values=None, operation_name=None, list_limits=None):
         self.schema = schema
         self.list_limits = list_limits or {}  # "Type.field": (lowest, highest) `limit` it runs
         self.fragments = {
@@ -74,29 +85,14 @@ class Meter:
             for node in document.definitions
             if isinstance(node, FragmentDefinitionNode)
         }
-        # the operation that will run, and its coerced variables; None: nothing will run
+        # the operation that will run, and its coerced variables (None: nothing will run)
         self.running = get_operation_ast(document, operation_name)
-        self.values = None
-        if self.running is not None:
-            try:
-                coerced = get_variable_values(
-                    schema,
-                    self.running.variable_definitions or (),
-                    variables if isinstance(variables, dict) else {},
-                    # as execution does: a value with thousands of wrong fields would cost
-                    # an error (and a repr of the whole value) per field
-                    max_errors=COERCION_ERRORS,
-                )
-            except GraphQLError:
-                coerced = []
-            if not isinstance(coerced, list):  # a list holds the errors execution will report
-                self.values = coerced
+        self.values = values
         self._roots = {schema.query_type, schema.mutation_type} - {None}
         self._operations: dict = {}
         self._shapes: dict = {}
         self._costs: dict = {}
         self._introspection: dict = {}
-        self._defaults: dict = {}
         self._cost = _BUSY
 
     # -- depth and aliases, of every operation -------------------------------------------------
@@ -173,6 +169,13 @@ class Meter:
             self._cost = None if root is None else self._walk(self.running.selection_set, root, 0)
         return self._cost
 
+    def price(self) -> int | None:
+        """What running it is charged: its cost, a hundredth of it for an introspection."""
+        cost = self.cost()
+        if cost is None or not introspective(self.running):
+            return cost
+        return max(1, cost // INTROSPECTION_DISCOUNT)
+
     def _walk(self, selection_set, parent, nesting: int) -> int:
         if nesting > MAX_NESTING:
             raise TooDeep
@@ -243,24 +246,13 @@ class Meter:
             limit = get_argument_values(definition, node, self.values).get("limit")
         except GraphQLError:
             limit = None  # the field fails when it runs; its default is an upper bound
-        if limit is None:  # an explicit null: the resolvers take the default
-            limit = self._default_limit(definition)
+        if limit is None:  # an explicit null: the resolvers take the default, which
+            # graphql-core 3.3 keeps in GraphQLArgument.default (default_value is Undefined)
+            limit = get_argument_values(definition, _BARE).get("limit")
         if isinstance(limit, bool) or not isinstance(limit, int):
             return UNBOUNDED_LIST
         low, high = self.list_limits.get(f"{parent.name}.{node.name.value}", (0, limit))
         return min(limit, CEILING) if low <= limit <= high else 0
-
-    def _default_limit(self, definition):
-        # graphql-core 3.3 keeps an SDL default in GraphQLArgument.default (default_value is
-        # Undefined); the arguments of a bare field node are exactly the schema's defaults
-        key = id(definition)
-        if key not in self._defaults:
-            try:
-                bare = FieldNode(name=NameNode(value="limit"), arguments=())
-                self._defaults[key] = get_argument_values(definition, bare).get("limit")
-            except GraphQLError:
-                self._defaults[key] = None
-        return self._defaults[key]
 
     # -- introspection ---------------------------------------------------------------------------
 

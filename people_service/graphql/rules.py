@@ -1,21 +1,13 @@
-"""GraphQL limits (depth, aliases, cost) as validation rules, decided before anything runs."""
+"""GraphQL limits (depth, aliases, cost) of a document, decided before anything runs."""
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
-from graphql import (
-    SKIP,
-    FieldNode,
-    GraphQLError,
-    ValidationRule,
-    validate,
-)
+from graphql import FieldNode, GraphQLError, OperationDefinitionNode, ValidationRule
 
 from .meter import Meter
 from .parsing import NESTED_TOO_DEEPLY, TooComplex, TooDeep, figure
-
-# -- the rules -----------------------------------------------------------------------------------
 
 
 class Budget(NamedTuple):
@@ -25,88 +17,10 @@ class Budget(NamedTuple):
     limit: str
 
 
-class LimitRule(ValidationRule):
-    """A limit on each operation of a document, measured by the request's Meter.
-
-    Fragments are measured where they are spread, so the rule skips their definitions. The
-    rules of one request share `reported`: each limit is reported once per document.
-    """
-
-    meter: Meter
-    reported: set
-
-    def enter_operation_definition(self, node, *_args):
-        try:
-            self.check(node)
-        except TooDeep:
-            self.report_once("nesting", NESTED_TOO_DEEPLY, node)
-        return SKIP
-
-    def enter_fragment_definition(self, *_args):
-        return SKIP
-
-    def report_once(self, limit: str, message: str, node) -> None:
-        if limit not in self.reported:
-            self.reported.add(limit)
-            self.report_error(TooComplex(message, node))
-
-    def check(self, operation) -> None:
-        raise NotImplementedError
-
-
-def limit_rules(
-    meter: Meter, *, max_depth: int, max_aliases: int, max_cost: int, budget: Budget | None = None
-) -> list[type[ValidationRule]]:
-    """The validation rules of one request's limits, bound to its Meter (as Ariadne's
-    cost_validator binds its variables)."""
-
-    class DepthLimit(LimitRule):
-        def check(self, operation):
-            depth = meter.shape(operation).depth
-            if depth > max_depth:
-                message = f"The query is {figure(depth)} levels deep; the limit is {max_depth}."
-                self.report_once("depth", message, operation)
-
-    class AliasLimit(LimitRule):
-        def check(self, operation):
-            aliases = meter.shape(operation).aliases
-            if aliases > max_aliases:
-                message = f"The query has {figure(aliases)} aliases; the limit is {max_aliases}."
-                self.report_once("aliases", message, operation)
-
-    class CostLimit(LimitRule):
-        def check(self, operation):
-            if operation is not meter.running:
-                return
-            cost = meter.cost()
-            if cost is None:
-                return  # nothing will run: execution reports why (variables, operation name)
-            if cost > max_cost:
-                message = (
-                    f"The query could return {figure(cost)} objects; the limit is {max_cost}. "
-                    "Ask for fewer (smaller limits) or split the query."
-                )
-                self.report_once("cost", message, operation)
-            elif budget is not None and cost > budget.amount:
-                message = (
-                    f"The query could return {figure(cost)} objects, more than the "
-                    f"{budget.amount} your rate limit ({budget.limit}) allows in a whole window, "
-                    "so it can never run. Ask for fewer (smaller limits), split the query, or "
-                    "use a key with a larger limit."
-                )
-                self.report_once("cost", message, operation)
-
-    reported: set[str] = set()
-    rules = [DepthLimit, AliasLimit, CostLimit]
-    for rule in rules:
-        rule.meter, rule.reported = meter, reported
-    return rules
-
-
 def check_limits(
     schema,
     document,
-    variables,
+    values,
     operation_name,
     *,
     max_depth: int,
@@ -115,17 +29,49 @@ def check_limits(
     budget: Budget | None = None,
     list_limits=None,
 ) -> tuple[tuple[GraphQLError, ...], int]:
-    """(errors, cost): the limits a document breaks, in time linear in the document, and what
-    its running operation costs (0 when nothing will run); list_limits as Meter takes them."""
-    meter = Meter(schema, document, variables, operation_name, list_limits)
-    rules = limit_rules(
-        meter, max_depth=max_depth, max_aliases=max_aliases, max_cost=max_cost, budget=budget
-    )
-    errors = validate(schema, document, rules)
-    if any(not isinstance(error, TooComplex) for error in errors):
-        # validate() aborts by itself when fragments nest past what it can recurse through
+    """(errors, price): the limits a document breaks (each reported once), in time linear in
+    the document, and what its running operation is charged (0 when nothing will run).
+
+    Depth and aliases hold for every operation, cost for the one that runs; values and
+    list_limits as Meter takes them.
+    """
+    meter = Meter(schema, document, values, operation_name, list_limits)
+    errors: dict[str, TooComplex] = {}
+    try:
+        for node in document.definitions:
+            if not isinstance(node, OperationDefinitionNode):
+                continue
+            shape = meter.shape(node)
+            if shape.depth > max_depth:
+                message = (
+                    f"The query is {figure(shape.depth)} levels deep; the limit is {max_depth}."
+                )
+                errors.setdefault("depth", TooComplex(message, node))
+            if shape.aliases > max_aliases:
+                message = (
+                    f"The query has {figure(shape.aliases)} aliases; the limit is {max_aliases}."
+                )
+                errors.setdefault("aliases", TooComplex(message, node))
+            cost = meter.cost() if node is meter.running else None
+            if cost is None:
+                continue  # not the one that runs, or nothing runs (execution says why)
+            if cost > max_cost:
+                message = (
+                    f"The query could return {figure(cost)} objects; the limit is {max_cost}. "
+                    "Ask for fewer (smaller limits) or split the query."
+                )
+                errors["cost"] = TooComplex(message, node)
+            elif budget is not None and meter.price() > budget.amount:
+                message = (
+                    f"The query could return {figure(cost)} objects, more than the "
+                    f"{budget.amount} your rate limit ({budget.limit}) allows in a whole window, "
+                    "so it can never run. Ask for fewer (smaller limits), split the query, or "
+                    "use a key with a larger limit."
+                )
+                errors["cost"] = TooComplex(message, node)
+    except TooDeep:
         return (TooComplex(NESTED_TOO_DEEPLY),), 0
-    return tuple(errors), 0 if errors else (meter.cost() or 0)
+    return tuple(errors.values()), 0 if errors else (meter.price() or 0)
 
 
 class NoIntrospection(ValidationRule):

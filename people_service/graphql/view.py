@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
-import logging
 from functools import lru_cache
 
-from ariadne import graphql_sync
 from flask import Blueprint, current_app, g, request
-from graphql import GraphQLError, OperationType, get_operation_ast, specified_rules, validate
+from graphql import (
+    GraphQLError,
+    OperationType,
+    get_operation_ast,
+    specified_rules,
+    validate,
+)
+from graphql.execution import get_variable_values
+from graphql.validation.validate import ValidationAbortedError
 from werkzeug.wrappers import Response
 
 from ..errors import (
@@ -18,28 +24,25 @@ from ..errors import (
     ServiceError,
     UnsupportedMediaType,
 )
-from ..schemas import sentence
 from ..web import get_store, ratelimit
 from ..web.caller import authenticate
 from ..web.jsonio import dump_json, json_body, parse_json
 from ..web.negotiation import HTML, negotiate
-from ..web.problems import bounded_errors, error_parts, graphql_code, with_headers
-from . import parsing, rules
+from ..web.problems import error_parts, graphql_code, with_headers
+from . import parsing, persisted, rules
 from .batch import Batches
 from .executor import LeafExecutor
 from .explorer import explorer_response
+from .formatting import format_error, request_errors, with_code
+from .meter import introspective
 from .resolvers import LIST_LIMITS, Context
 from .schema import executable_schema, sdl
-
-log = logging.getLogger("people_service.graphql")
-# ariadne logs every error with a traceback; ours are formatted and logged in format_error
-quiet = logging.getLogger("people_service.graphql.ariadne")
-quiet.propagate = False
-quiet.setLevel(logging.CRITICAL)
 
 bp = Blueprint("graphql", __name__)
 
 GRAPHQL_RESPONSE = "application/graphql-response+json"
+# Introspection answers kept per app (the explorers send one or two distinct queries).
+INTROSPECTION_ANSWERS = 32
 JSON = "application/json"
 
 
@@ -64,9 +67,16 @@ def reads_url() -> bool:
 
 
 def request_data() -> dict:
-    """The GraphQL request (query, variables, operationName) of this HTTP request, once."""
+    """The GraphQL request (query, variables, operationName) of this HTTP request, once; a
+    persisted query's document looked up by its hash (None: not stored)."""
     if "graphql_request" not in g:
-        g.graphql_request = _read_request()
+        data = _read_request()
+        digest = persisted.digest_of(data)
+        if digest is not None and data.get("query") is None:
+            data["query"] = get_store().get_persisted(digest)
+        elif digest is not None:
+            g.graphql_persist = digest  # stored once the document proves valid
+        g.graphql_request = data
     return g.graphql_request
 
 
@@ -96,7 +106,10 @@ def _read_request() -> dict:
             f"POST {JSON} (or application/graphql) to /graphql, not '{request.mimetype}'."
         )
     query = data.get("query")
-    if not isinstance(query, str) or not query.strip():
+    persisted = query is None and isinstance(data.get("extensions"), dict)
+    if not (persisted and "persistedQuery" in data["extensions"]) and (
+        not isinstance(query, str) or not query.strip()
+    ):
         raise BadRequest("The request needs a 'query' string.")
     if data.get("variables") is not None and not isinstance(data["variables"], dict):
         raise BadRequest("'variables' must be a JSON object.")
@@ -109,8 +122,11 @@ def _read_request() -> dict:
     return data
 
 
-def check_limits(schema, document, data: dict, budget) -> tuple[tuple, int]:
-    """(errors, cost) of the request's document against every limit; see rules.Meter."""
+def check_limits(schema, document, data: dict, budget, values) -> tuple[tuple, int]:
+    """(errors, cost) of the request's document against every limit; see rules.Meter.
+
+    `values` are the request's coerced variables (None when they did not coerce).
+    """
     config = current_app.config
     limits = {
         "max_depth": config["GRAPHQL_MAX_DEPTH"],
@@ -118,78 +134,28 @@ def check_limits(schema, document, data: dict, budget) -> tuple[tuple, int]:
         "max_cost": config["GRAPHQL_MAX_COST"],
         "budget": rules.Budget(*budget),
     }
-    variables = data.get("variables")
-    if variables:
-        name = data.get("operationName")
-        return rules.check_limits(
-            schema, document, variables, name, list_limits=LIST_LIMITS, **limits
-        )
+    name = data.get("operationName")
+    if data.get("variables"):
+        return rules.check_limits(schema, document, values, name, list_limits=LIST_LIMITS, **limits)
     # the usual GET: the same text, operation and limits always measure the same
-    return _check_limits_cached(data["query"], data.get("operationName"), **limits)
+    return _check_limits_cached(data["query"], name, values is not None, **limits)
 
 
 @lru_cache(maxsize=512)
-def _check_limits_cached(text: str, operation_name, **limits) -> tuple[tuple, int]:
+def _check_limits_cached(text: str, operation_name, coerced: bool, **limits) -> tuple[tuple, int]:
+    schema = executable_schema()
     document = parsing.parse_document(text)
+    values = None
+    operation = get_operation_ast(document, operation_name)
+    if coerced and operation is not None:
+        # no variables were sent: these are the operation's own defaults
+        values = get_variable_values(schema, operation.variable_definitions or (), {})
     return rules.check_limits(
-        executable_schema(), document, None, operation_name, list_limits=LIST_LIMITS, **limits
+        schema, document, values, operation_name, list_limits=LIST_LIMITS, **limits
     )
 
 
 # -- execution ------------------------------------------------------------------------------
-
-
-def _code(error: GraphQLError) -> str:
-    if error.extensions and error.extensions.get("code"):
-        return error.extensions["code"]
-    if error.path is None:
-        # graphql-core's errors about variables, the last one saying it stopped counting them
-        about_variables = error.message.startswith(("Variable", "Too many errors processing"))
-        return "BAD_USER_INPUT" if about_variables else "BAD_REQUEST"
-    return "INTERNAL_SERVER_ERROR"
-
-
-def graphql_names(errors):
-    """Field messages keyed by the names GraphQL gives the fields (min_age: minAge), as the
-    service checks arguments and inputs under their Python names."""
-    if isinstance(errors, dict):
-        return {_camel(key): graphql_names(value) for key, value in errors.items()}
-    if isinstance(errors, list):
-        return [graphql_names(item) for item in errors]
-    return errors
-
-
-def _camel(key):
-    if not isinstance(key, str) or key.startswith("_"):  # _schema: the object as a whole
-        return key
-    first, *rest = key.split("_")
-    return first + "".join(part[:1].upper() + part[1:] for part in rest)
-
-
-def format_error(error: GraphQLError, debug: bool = False) -> dict:
-    """Every error gets extensions.code; a resolver's own exception text never leaves."""
-    formatted = error.formatted
-    original = error.original_error
-    while isinstance(original, GraphQLError) and original.original_error is not None:
-        original = original.original_error
-    if isinstance(original, ServiceError):
-        formatted["message"] = original.detail
-        extensions = {"code": original.graphql_code}
-        if original.errors:
-            named = graphql_names(original.errors)
-            if original.detail == sentence(original.errors):
-                formatted["message"] = sentence(named)
-            extensions["errors"], omitted = bounded_errors(named)
-            if omitted:
-                extensions["errors_omitted"] = omitted
-    elif original is not None and not isinstance(original, GraphQLError):
-        log.error("resolver failed at %s", error.path, exc_info=original)
-        formatted["message"] = "Internal server error"
-        extensions = {"code": "INTERNAL_SERVER_ERROR"}
-    else:
-        extensions = {**(error.extensions or {}), "code": _code(error)}
-    formatted["extensions"] = extensions
-    return formatted
 
 
 @lru_cache(maxsize=512)
@@ -205,100 +171,111 @@ def _validate(schema, text: str, introspection: bool) -> tuple:
         max_errors=parsing.VALIDATION_ERRORS,
         hide_suggestions=not introspection,
     )
-    if any(error.message == parsing.VALIDATION_ABORTED for error in errors):
-        # graphql-core spent its whole work budget on this document (parsing.VALIDATION_BUDGET)
+    if len(errors) <= parsing.VALIDATION_ERRORS and any(
+        isinstance(error, ValidationAbortedError) for error in errors
+    ):
+        # aborted before max_errors was reached: graphql-core gave up on the document itself
         return (parsing.TooComplex("The query is too complex to validate."),)
-    return tuple(
-        GraphQLError(
-            error.message,
-            source=error.source,
-            positions=error.positions,
-            extensions={"code": "GRAPHQL_VALIDATION_FAILED"},
-        )
-        for error in errors
-    )
-
-
-def validated(schema, document, rules=None, max_errors=None, **kwargs) -> list:
-    """The query validator given to Ariadne: execute() has validated the document already."""
-    return []
-
-
-def _request_errors(messages) -> dict:
-    return {"errors": [format_error(error) for error in messages]}
+    return tuple(with_code(error, "GRAPHQL_VALIDATION_FAILED") for error in errors)
 
 
 def prepare(data: dict) -> tuple:
-    """(document, request errors, cost) of a request, measured once: parse, the limits (linear
-    in the document), then the specification's validation. The cost is None for a query
-    refused before it runs as too complex: it costs nothing (rate limits count such refusals
-    on their own)."""
+    """(document, executor, request errors, cost) of a request, measured once: parse, the size
+    of the variables, their coercion (once), the limits (linear in the document), then the
+    specification's validation. The cost is None for a query refused before it runs as too
+    complex: it costs nothing (rate limits count such refusals on their own)."""
     if "graphql_prepared" not in g:
         g.graphql_prepared = _prepare(data)
     return g.graphql_prepared
 
 
 def _prepare(data: dict) -> tuple:
+    if data["query"] is None:  # a persisted query's hash this service does not know
+        return None, None, (), 1
+    config = current_app.config
     schema = executable_schema()
     try:
         document = parsing.parse_document(data["query"])
+        parsing.check_variables(data.get("variables"))
     except parsing.TooComplex as error:
-        return None, [error], None
+        return None, None, [error], None
     except GraphQLError as error:
-        return None, [error], 1
+        return None, None, [error], 1
     if reads_url():
         operation = get_operation_ast(document, data.get("operationName"))
         if operation is not None and operation.operation != OperationType.QUERY:
             raise with_headers(
                 MethodNotAllowed("Mutations must be sent with POST."), {"Allow": "POST"}
             )
-    errors, cost = check_limits(schema, document, data, ratelimit.budget())
+    executor = LeafExecutor.build(
+        schema,
+        document,
+        context_value=Context(get_store(), authenticate(), Batches()),
+        raw_variable_values=data.get("variables") or {},
+        operation_name=data.get("operationName"),
+        max_coercion_errors=parsing.COERCION_ERRORS,
+        hide_suggestions=not config["INTROSPECTION"],
+    )
+    values = None if isinstance(executor, list) else executor.variable_values
+    errors, cost = check_limits(schema, document, data, ratelimit.budget(), values)
     if errors:
-        return None, errors, None
-    errors = _validate(schema, data["query"], current_app.config["INTROSPECTION"])
+        return None, None, errors, None
+    errors = _validate(schema, data["query"], config["INTROSPECTION"])
     if errors:
-        return None, errors, None if isinstance(errors[0], parsing.TooComplex) else 1
-    return document, (), cost
+        return None, None, errors, None if isinstance(errors[0], parsing.TooComplex) else 1
+    if isinstance(executor, list):
+        return document, executor, (), 1
+    answers = introspection_answers(data, executor)
+    if answers is not None and answer_key(data) in answers:
+        cost = 1  # the kept answer is reused
+    return document, executor, (), cost
+
+
+def introspection_answers(data: dict, executor) -> dict | None:
+    """The kept answers of introspection queries (the same for everyone), for this request's
+    operation if it is one; None otherwise."""
+    if data.get("variables") or not introspective(executor.operation):
+        return None
+    return current_app.extensions.setdefault("people_service.introspection", {})
+
+
+def answer_key(data: dict) -> tuple:
+    return data["query"], data.get("operationName")
 
 
 def rate_limit_cost() -> int | None:
     """What the rate limit charges this request (web.ratelimit asks, once authenticated)."""
     response_type()  # a request answered 406 costs 1, as any other error
-    return prepare(request_data())[2]
+    return prepare(request_data())[3]
 
 
-def execute(data: dict, caller) -> tuple[dict, bool]:
-    """Run a GraphQL request; returns the result and whether it was a request error."""
-    config = current_app.config
-    schema = executable_schema()
-    document, errors, cost = prepare(data)
+def execute(data: dict) -> tuple[dict, bool]:
+    """Run a prepared GraphQL request; returns the result and whether it was a request error."""
+    document, executor, errors, cost = prepare(data)
     if errors:
-        return _request_errors(errors), True
-    operation = get_operation_ast(document, data.get("operationName"))
-    if operation is not None:  # counted by web.metrics once answered
-        name = operation.name.value if operation.name else None
-        g.graphql_operation = (name, operation.operation.value, cost)
-    _, result = graphql_sync(
-        schema,
-        data,
-        context_value=Context(get_store(), caller, Batches()),
-        query_document=document,
-        query_validator=validated,
-        introspection=config["INTROSPECTION"],
-        error_formatter=format_error,
-        logger=quiet,
-        require_query=reads_url(),
-        execution_context_class=LeafExecutor,
-        hide_suggestions=not config["INTROSPECTION"],
-        max_coercion_errors=parsing.COERCION_ERRORS,  # as the Meter coerced them
-    )
-    if "data" not in result:
-        return result, True
-    if result["data"] is None and all("path" not in error for error in result.get("errors", ())):
-        # variables that do not fit: nothing ran, so there is no data entry
-        del result["data"]
-        return result, True
-    return result, False
+        return request_errors(errors), True
+    persist = g.get("graphql_persist")
+    if persist and len(data["query"].encode("utf-8", "surrogatepass")) <= persisted.MAX_BYTES:
+        get_store().put_persisted(persist, data["query"], persisted.KEEP)
+    if isinstance(executor, list):
+        # no such operation (a bad request), or variables that do not fit (bad user input)
+        found = get_operation_ast(document, data.get("operationName")) is not None
+        code = "BAD_USER_INPUT" if found else "BAD_REQUEST"
+        return request_errors(with_code(error, code) for error in executor), True
+    operation = executor.operation  # counted by web.metrics once answered
+    name = operation.name.value if operation.name else None
+    g.graphql_operation = (name, operation.operation.value, cost)
+    answers = introspection_answers(data, executor)
+    key = answer_key(data)
+    if answers is not None and key in answers:
+        return answers[key], False
+    result = executor.execute_operation()
+    answer = {"data": result.data}
+    if result.errors:
+        answer["errors"] = [format_error(error) for error in result.errors]
+    if answers is not None and len(answers) < INTROSPECTION_ANSWERS:
+        answers[key] = answer
+    return answer, False
 
 
 def graphql_response(body, status: int, media: str | None = None, headers=None) -> Response:
@@ -307,21 +284,32 @@ def graphql_response(body, status: int, media: str | None = None, headers=None) 
 
 @bp.route("/graphql", methods=["GET", "POST"])
 def graphql_endpoint():
-    if request.method in ("GET", "HEAD") and "query" not in request.args:
+    if reads_url() and "query" not in request.args and "extensions" not in request.args:
         # a browser (it prefers HTML to both JSON types) gets the explorer, open to anyone
         page = explorer_response() if negotiate((JSON, GRAPHQL_RESPONSE, HTML)) == HTML else None
         if page is not None:
             return page
         raise BadRequest("Send a query: GET /graphql?query={...} or POST a JSON body.")
     media = response_type()
-    caller = authenticate()
-    result, request_error = execute(request_data(), caller)
+    authenticate()
+    data = request_data()
+    if data["query"] is None:
+        # HTTP 200: Apollo's clients answer it by sending the query with its hash
+        return graphql_response(persisted.NOT_FOUND, 200, media)
+    result, request_error = execute(data)
     if request.args.get("unwrap") == "1" and reads_url() and "errors" not in result:
-        return graphql_response(result["data"], 200, media)
-    status = 400 if request_error and media == GRAPHQL_RESPONSE else 200
-    return graphql_response(result, status, media)
+        response = graphql_response(result["data"], 200, media)
+    else:
+        status = 400 if request_error and media == GRAPHQL_RESPONSE else 200
+        response = graphql_response(result, status, media)
+    if reads_url() and "persistedQuery" in (data.get("extensions") or {}):
+        # a persisted GET is short and cacheable: an ETag, and 304 for a client that has it
+        response.add_etag()
+        response.make_conditional(request)
+    return response
 
 
+# the rate limit charges it the query's cost, once the caller and the document are known
 graphql_endpoint.rate_limit_cost = rate_limit_cost
 
 

@@ -7,10 +7,19 @@ from .credentials import CredentialStore
 from .idempotency import IdempotencyStore
 from .messages import MessageStore
 from .people import PeopleStore
+from .persisted import PersistedStore
 from .transfer import TransferStore
 
 
-class Store(PeopleStore, MessageStore, CredentialStore, IdempotencyStore, TransferStore, StoreBase):
+class Store(
+    PeopleStore,
+    MessageStore,
+    CredentialStore,
+    IdempotencyStore,
+    PersistedStore,
+    TransferStore,
+    StoreBase,
+):
     """People, friendships, messages, credentials and idempotency records in a SQL database.
 
     The SQL is written once for both backends (SQLite and PostgreSQL), which provide

@@ -105,6 +105,14 @@ MIGRATIONS = [
     CREATE INDEX people_country_key ON people (country_key, id);
     CREATE INDEX people_age ON people (age, id){v3_orders}
     """,
+    # automatic persisted queries: GraphQL documents by their SHA-256, shared by every process
+    """
+    CREATE TABLE persisted_queries (
+        hash TEXT PRIMARY KEY,
+        document TEXT NOT NULL,
+        created_at TEXT NOT NULL
+    )
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 FOLD_PLACES_AT = 3  # the migration after which existing rows get their folded keys
