@@ -36,6 +36,10 @@ CLIENT_CODES = frozenset(
     }
 )
 
+# Tests hash passwords with a cheap work factor: in this process, the CLI's and every server's
+CHEAP_HASH = "pbkdf2:sha256:1000"
+os.environ.setdefault("PEOPLE_SERVICE_PASSWORD_HASH_METHOD", CHEAP_HASH)
+
 # The backend the running tests use; the `backend` fixture switches it for a whole session pass.
 ACTIVE = {"backend": "sqlite", "databases": {}, "schemas": []}
 
