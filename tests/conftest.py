@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import requests
+from hypothesis import HealthCheck, settings
 
 from people_service import create_app, credentials
 from people_service.web import services
@@ -44,6 +45,20 @@ os.environ.setdefault("PEOPLE_SERVICE_PASSWORD_HASH_METHOD", CHEAP_HASH)
 ACTIVE = {"backend": "sqlite", "databases": {}, "schemas": []}
 
 
+# Backends beyond the embedded ones run when asked (.ci/run asks): PostgreSQL runs every test
+# a second time; Redis runs the tests marked `redis`. Asked for and not answering fails.
+WANT_POSTGRES = os.environ.get("PEOPLE_SERVICE_TEST_POSTGRES", "") not in ("", "0")
+WANT_REDIS = os.environ.get("PEOPLE_SERVICE_TEST_REDIS", "") not in ("", "0")
+
+# Property tests: a short run by default, many examples with HYPOTHESIS_PROFILE=long (.ci/run)
+settings.register_profile(
+    "default", max_examples=25, deadline=None, suppress_health_check=list(HealthCheck)
+)
+settings.register_profile("long", settings.get_profile("default"), max_examples=300)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+LONG_FUZZ = os.environ.get("HYPOTHESIS_PROFILE") == "long"  # schemathesis runs longer too
+
+
 @functools.cache
 def postgres_available() -> bool:
     try:
@@ -55,11 +70,36 @@ def postgres_available() -> bool:
         return False
 
 
-@pytest.fixture(scope="session", params=["sqlite", "postgresql"], autouse=True)
+@functools.cache
+def redis_available() -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", 6379), timeout=1) as sock:
+            sock.sendall(b"PING\r\n")
+            return sock.recv(16).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+@pytest.fixture
+def redis():
+    """The Redis URL of the tests that need one: skipped unless PEOPLE_SERVICE_TEST_REDIS=1."""
+    if not WANT_REDIS:
+        pytest.skip("needs Redis: run with PEOPLE_SERVICE_TEST_REDIS=1")
+    if not redis_available():
+        pytest.fail("PEOPLE_SERVICE_TEST_REDIS is set, but no Redis answers on 127.0.0.1:6379")
+    return "redis://127.0.0.1:6379"
+
+
+@pytest.fixture(
+    scope="session", params=["sqlite", "postgresql"] if WANT_POSTGRES else ["sqlite"], autouse=True
+)
 def backend(request):
-    """Every test runs on SQLite, and again on PostgreSQL where one answers on loopback."""
+    """Every test runs on SQLite, and again on PostgreSQL with PEOPLE_SERVICE_TEST_POSTGRES=1."""
     if request.param == "postgresql" and not postgres_available():
-        pytest.skip("no PostgreSQL answers on 127.0.0.1:5432 (database 'test')")
+        pytest.fail(
+            "PEOPLE_SERVICE_TEST_POSTGRES is set, but no PostgreSQL answers on "
+            "127.0.0.1:5432 (database 'test')"
+        )
     ACTIVE["backend"] = request.param
     yield request.param
     ACTIVE["backend"] = "sqlite"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import schemathesis
-from hypothesis import HealthCheck, settings
+from hypothesis import settings
 
 from .conftest import CLIENT_CODES, ROOT
 
@@ -14,12 +14,7 @@ schema = schemathesis.graphql.from_path(ROOT / "schema.graphql")
 
 
 @schema.parametrize()
-@settings(
-    max_examples=40,
-    deadline=None,
-    derandomize=True,
-    suppress_health_check=list(HealthCheck),
-)
+@settings(derandomize=True)  # examples: the hypothesis profile's (conftest.py)
 def test_generated_queries_and_mutations_never_fail_inside(case, demo_server):
     response = case.call(
         base_url=demo_server.url + "/graphql", headers=demo_server.headers, timeout=30

@@ -5,16 +5,15 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis_graphql import Mode, mutations, queries
 
 from .conftest import CLIENT_CODES, ROOT
 
 SDL = (ROOT / "schema.graphql").read_text()
-PROPERTY = settings(
-    max_examples=150, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck)
-)
+# examples: the hypothesis profile's (conftest.py: a short run by default, many in CI)
+PROPERTY = settings(derandomize=True)
 
 # every code point, lone surrogates and NUL included, and the strings that break naive code
 nasty_text = st.one_of(
