@@ -12,12 +12,13 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import requests
 from hypothesis import HealthCheck, settings
 
-from people_service import create_app, credentials
+from people_service import create_app, credentials, transfer
 from people_service.web import services
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -252,6 +253,55 @@ def gql(client, headers):
     return run
 
 
+class Answer:
+    """A test-client response with the parts of requests' Response the tests read."""
+
+    def __init__(self, response, body):
+        self.status_code = response.status_code
+        self.headers = response.headers
+        self.content = response.get_data()
+        self.text = response.get_data(as_text=True)
+        self.request = SimpleNamespace(body=body)
+
+    def json(self):
+        import json
+
+        return json.loads(self.content)
+
+
+class InProcess:
+    """An app answered through Flask's test client, with ServerProcess's `request` (no port, no
+    child process): for tests of what the app answers rather than of how it is served."""
+
+    url = "http://localhost"
+
+    def __init__(self, app, key):
+        self.app, self.client = app, app.test_client()
+        self.db = app.config["DATABASE"]
+        self.key, self.headers = key, {"X-API-Key": key}
+
+    def request(self, method, path, *, params=None, data=None, json=None, headers=None, **_):
+        response = self.client.open(
+            path, method=method, query_string=params, data=data, json=json, headers=headers
+        )
+        return Answer(response, data if json is None else json)
+
+
+def demo_app(directory) -> InProcess:
+    """The demo data and a key with generous limits, in this process."""
+    app = make_app(directory)
+    transfer.load_demo(services(app).store)
+    return InProcess(app, new_key(app, "demo"))
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory, backend):
+    """The demo in this process, for one test module (what `demo_server` answers, no server)."""
+    served = demo_app(tmp_path_factory.mktemp("demo"))
+    yield served
+    close_app(served.app)
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -447,5 +497,6 @@ def demo_server(tmp_path_factory, backend):
 
 
 @pytest.fixture(scope="module")
-def graphql(demo_server):
-    return GraphQLClient(demo_server, demo_server.headers)
+def graphql(demo):
+    """GraphQL by GET or POST to the demo, in this process."""
+    return GraphQLClient(demo, demo.headers)

@@ -1,4 +1,4 @@
-"""Bad input at scale: hypothesis against the real server, which answers 2xx or 4xx and stays up."""
+"""Bad input at scale: hypothesis against the app (in-process), which answers 2xx or 4xx."""
 
 from __future__ import annotations
 
@@ -57,8 +57,8 @@ def assert_answer(response):
 
 
 @pytest.fixture(scope="module")
-def api(demo_server):
-    return demo_server
+def api(demo):
+    return demo
 
 
 @PROPERTY
@@ -154,7 +154,5 @@ def test_graphql_variables_never_crash_the_server(api, variables, text):
     assert_graphql_answer(response)
 
 
-def test_the_server_is_still_up_afterwards(api):
+def test_the_app_is_still_healthy_afterwards(api):
     assert api.request("GET", "/health").json() == {"status": "ok", "database": "ok"}
-    assert api.process.poll() is None
-    assert "Traceback" not in "\n".join(api.stderr)
