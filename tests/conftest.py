@@ -16,9 +16,11 @@ from types import SimpleNamespace
 
 import pytest
 import requests
+from click.testing import CliRunner
 from hypothesis import HealthCheck, settings
 
 from people_service import create_app, credentials, transfer
+from people_service.cli import main
 from people_service.web import services
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -436,18 +438,25 @@ def live(tmp_path_factory, backend):
 
 
 def cli(*args, db=None, input=None, env=None, timeout=120):
-    """Run the people-service command in a child process."""
-    command = [sys.executable, "-m", "people_service.cli", *args]
-    if db is not None:
-        command += ["--db", str(db)]
-    return subprocess.run(
-        command,
-        cwd=ROOT,
-        input=input,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, "PEOPLE_SERVICE_SECRET_KEY": SECRET, **(env or {})},
+    """Run the people-service command as `people-service ARGS --db DB` would: `serve` in a
+    child process, every other command in this process (main() under click's CliRunner
+    isolation: the same exit status, stdout and stderr, without starting Python again)."""
+    argv = [*map(str, args), *(["--db", str(db)] if db is not None else [])]
+    env = {"PEOPLE_SERVICE_SECRET_KEY": SECRET, **(env or {})}
+    if args[:1] == ("serve",):
+        return subprocess.run(
+            [sys.executable, "-m", "people_service.cli", *argv],
+            cwd=ROOT,
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env={**os.environ, **env},
+        )
+    with CliRunner().isolation(input=input, env=env) as (stdout, stderr, _):
+        status = main(argv)
+    return subprocess.CompletedProcess(
+        argv, status, stdout.getvalue().decode(), stderr.getvalue().decode()
     )
 
 

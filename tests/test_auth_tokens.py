@@ -113,15 +113,16 @@ def test_unknown_user_costs_a_password_hash_too(tmp_path, monkeypatch):
     app = make_app(tmp_path)
     try:
         store = services(app).store
-        credentials.create_user(store, "ada", PASSWORD)
+        cheap = app.config["PASSWORD_HASH_METHOD"]
+        credentials.create_user(store, "ada", PASSWORD, method=cheap)
         checks = []
         original = credentials.check_password
         monkeypatch.setattr(
             credentials, "check_password", lambda *a: checks.append(1) or original(*a)
         )
-        assert credentials.login(store, "nobody", PASSWORD) is None
-        assert credentials.login(store, "ada", "wrong") is None
-        assert credentials.login(store, "ada", PASSWORD)["username"] == "ada"
+        assert credentials.login(store, "nobody", PASSWORD, cheap) is None
+        assert credentials.login(store, "ada", "wrong", cheap) is None
+        assert credentials.login(store, "ada", PASSWORD, cheap)["username"] == "ada"
         assert len(checks) == 3
     finally:
         close_app(app)
