@@ -19,7 +19,7 @@ import requests
 from click.testing import CliRunner
 from hypothesis import HealthCheck, settings
 
-from people_service import create_app, credentials, transfer
+from people_service import config, create_app, credentials, transfer
 from people_service.cli import main
 from people_service.web import services
 
@@ -426,13 +426,23 @@ class ServerProcess:
         return requests.request(method, self.url + path, **kwargs)
 
 
+def start_demo(directory, **settings) -> ServerProcess:
+    """The one way the fixtures start a real server on the demo: `people-service serve` on a
+    fresh database in `directory`, generous limits unless `settings` (NAME=value, without the
+    PEOPLE_SERVICE_ prefix) say otherwise, and the key it prints as `key` and `headers`."""
+    env = {"RATE_LIMIT": GENEROUS, "ANONYMOUS_RATE_LIMIT": GENEROUS, **settings}
+    env = {f"PEOPLE_SERVICE_{name}": str(value) for name, value in env.items()}
+    server = ServerProcess(database(directory), env=env).start()
+    server.key = server.wait_for_output(lambda line: line.startswith("ps_"))
+    server.headers = {"X-API-Key": server.key}
+    return server
+
+
 @pytest.fixture(scope="session")
 def live(tmp_path_factory, backend):
     """One real server for the end-to-end tests, started as the README says (demo data)."""
-    db = database(tmp_path_factory.mktemp("live"))
-    server = ServerProcess(db, env={"PEOPLE_SERVICE_RATE_LIMIT": GENEROUS}).start()
-    server.key = server.wait_for_output(lambda line: line.startswith("ps_"))
-    server.headers = {"X-API-Key": server.key}
+    anonymous = config.DEFAULTS["ANONYMOUS_RATE_LIMIT"]  # as a fresh install has it
+    server = start_demo(tmp_path_factory.mktemp("live"), ANONYMOUS_RATE_LIMIT=anonymous)
     yield server
     server.stop()
 
@@ -496,11 +506,7 @@ class GraphQLClient:
 @pytest.fixture(scope="module")
 def demo_server(tmp_path_factory, backend):
     """A real server on a fresh copy of the demo, for one test module."""
-    db = database(tmp_path_factory.mktemp("demo"))
-    env = {"PEOPLE_SERVICE_RATE_LIMIT": GENEROUS, "PEOPLE_SERVICE_ANONYMOUS_RATE_LIMIT": GENEROUS}
-    server = ServerProcess(db, env=env).start()
-    server.key = server.wait_for_output(lambda line: line.startswith("ps_"))
-    server.headers = {"X-API-Key": server.key}
+    server = start_demo(tmp_path_factory.mktemp("demo"))
     yield server
     server.stop()
 
