@@ -7,8 +7,9 @@ import hashlib
 import pytest
 
 from people_service import config, credentials, passwords
+from people_service.web import services
 
-from .conftest import CHEAP_HASH, make_app
+from .conftest import CHEAP_HASH, cli, close_app, database, make_app
 
 PASSWORD = "correct horse battery staple"
 
@@ -85,3 +86,23 @@ def test_a_password_that_cannot_be_encoded_matches_nothing():
 def test_a_method_werkzeug_cannot_use_stops_start_up(tmp_path, method):
     with pytest.raises(config.ConfigError, match="PASSWORD_HASH_METHOD"):
         make_app(tmp_path, PASSWORD_HASH_METHOD=method)
+
+
+def stored_hash(tmp_path, username: str) -> str:
+    app = make_app(tmp_path)
+    try:
+        return services(app).store.user_by_name(username)["password_hash"]
+    finally:
+        close_app(app)
+
+
+def test_the_cli_hashes_with_the_setting(tmp_path):
+    def run(*args, method, password):
+        env = {"PEOPLE_SERVICE_PASSWORD_HASH_METHOD": method}
+        done = cli(*args, "--password-stdin", db=database(tmp_path), input=password, env=env)
+        assert done.returncode == 0, done.stderr
+
+    run("users", "create", "ada", method="pbkdf2:sha256:1234", password=PASSWORD)
+    assert stored_hash(tmp_path, "ada").startswith("pbkdf2:sha256:1234$")
+    run("users", "passwd", "ada", method="pbkdf2:sha256:4321", password=PASSWORD + " again")
+    assert stored_hash(tmp_path, "ada").startswith("pbkdf2:sha256:4321$")
