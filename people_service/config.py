@@ -53,6 +53,9 @@ DEFAULTS: dict[str, object] = {
     "METRICS": True,
     # sites whose pages may call the API (comma list of origins, or *); empty: CORS is off
     "CORS_ORIGINS": "",
+    # how new passwords are hashed (werkzeug's generate_password_hash method: pbkdf2:HASH:ROUNDS
+    # or scrypt:N:R:P); older hashes keep their own method. Lower it only for tests
+    "PASSWORD_HASH_METHOD": "pbkdf2:sha256:600000",
 }
 
 EXPLORERS = ("playground", "graphiql", "none")
@@ -60,6 +63,10 @@ STORAGE_SCHEMES = ("memory://", "sqlite://", "redis://", "rediss://", "redis+uni
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 # scheme://host[:port], as browsers send it in Origin (a trailing slash is forgiven)
 ORIGIN = re.compile(r"(https?)://([a-z0-9.-]+|\[[0-9a-f:.]+\])(:[0-9]{1,5})?/?", re.IGNORECASE)
+# what werkzeug's generate_password_hash accepts as a method
+HASH_METHOD = re.compile(
+    r"pbkdf2(:sha(256|384|512)(:[1-9][0-9]{0,8})?)?|scrypt((:[1-9][0-9]*){3})?"
+)
 # an absolute http(s) URL or a path on this server, without what would break out of HTML or CSP
 ASSET_BASE = re.compile(r"(https?://[A-Za-z0-9.:\[\]-]+)?(/[A-Za-z0-9._~@%+/-]*)?")
 
@@ -131,6 +138,11 @@ def check(config: dict) -> None:
             f"https://cdn.jsdelivr.net/npm, not {config['EXPLORER_CDN']!r}"
         )
     cors_origins(config["CORS_ORIGINS"])
+    if not HASH_METHOD.fullmatch(str(config["PASSWORD_HASH_METHOD"])):
+        raise ConfigError(
+            f"{PREFIX}PASSWORD_HASH_METHOD must look like pbkdf2:sha256:600000 or "
+            f"scrypt:32768:8:1, not {config['PASSWORD_HASH_METHOD']!r}"
+        )
 
 
 def cors_origins(value) -> list[str]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import hmac
 import secrets
@@ -13,7 +12,7 @@ import jwt
 
 from . import schemas
 from .errors import BadRequest, NotFound
-from .passwords import check_password, hash_password, names_its_context
+from .passwords import DEFAULT_METHOD, check_password, dummy_hash, hash_password, names_its_context
 from .service import Viewer
 
 SCOPES = schemas.SCOPES
@@ -121,9 +120,15 @@ def caller_from_key(store, key: str) -> Caller | None:
 
 
 def create_user(
-    store, username: str, password: str, scopes="read,write", rate_limit: str | None = None
+    store,
+    username: str,
+    password: str,
+    scopes="read,write",
+    rate_limit: str | None = None,
+    method: str = DEFAULT_METHOD,
 ) -> None:
-    """A login for the token handshake; a taken username is Conflict."""
+    """A login for the token handshake, its password hashed by `method` (the
+    PASSWORD_HASH_METHOD setting); a taken username is Conflict."""
     given = {"username": username, "password": password, "scopes": scopes}
     given["rate_limit"] = rate_limit
     checked = schemas.load(schemas.user_request_schema, given, error=BadRequest)
@@ -131,7 +136,7 @@ def create_user(
     store.insert_user(
         {
             "username": checked["username"],
-            "password_hash": hash_password(checked["password"]),
+            "password_hash": hash_password(checked["password"], method),
             "scopes": _scopes(checked["scopes"]),
             "rate_limit": checked["rate_limit"],
         }
@@ -159,10 +164,10 @@ def check_new_password(password: str, username: str) -> str:
     return checked["password"]
 
 
-def change_password(store, username: str, password: str) -> None:
+def change_password(store, username: str, password: str, method: str = DEFAULT_METHOD) -> None:
     """A new password; tokens issued before it stop working at once, in every process."""
     password = check_new_password(password, username)
-    if not store.set_password(username, hash_password(password)):
+    if not store.set_password(username, hash_password(password, method)):
         raise NotFound(f"No user named '{username}'.")
 
 
@@ -184,16 +189,12 @@ def delete_user(store, username: str) -> None:
         raise NotFound(f"No user named '{username}'.")
 
 
-@functools.cache
-def _dummy_hash() -> str:
-    return hash_password(secrets.token_hex(16))
-
-
-def login(store, username: str, password: str) -> dict | None:
-    """The user row for a correct username and password, else None (in similar time)."""
+def login(store, username: str, password: str, method: str = DEFAULT_METHOD) -> dict | None:
+    """The user row for a correct username and password, else None (in similar time: an
+    unknown username is checked against a hash made by `method`)."""
     user = store.user_by_name(username) if schemas.is_username(username) else None
     if user is None:
-        check_password(_dummy_hash(), password)  # same cost as a real check
+        check_password(dummy_hash(method), password)
         return None
     if not check_password(user["password_hash"], password) or user["disabled_at"]:
         return None  # a disabled user hears exactly what a wrong password hears

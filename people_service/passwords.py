@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import functools
-import hashlib
-import hmac
 import secrets
 from pathlib import Path
 
-# OWASP's floor for PBKDF2-SHA256; about 0.15 s per check here, so the handshake is throttled
-ITERATIONS = 600_000
+from werkzeug.security import check_password_hash, generate_password_hash
+
+# OWASP's floor for PBKDF2-SHA256 (the PASSWORD_HASH_METHOD setting's default): slow on purpose
+DEFAULT_METHOD = "pbkdf2:sha256:600000"
 MIN_LENGTH = 15  # NIST SP 800-63B rev. 4: the least for a password used alone
 
 
@@ -46,22 +46,22 @@ def names_its_context(password: str, username: str) -> bool:
     return any(word in text for word in words)
 
 
-def hash_password(password: str) -> str:
-    """A salted PBKDF2-SHA256 hash, written as werkzeug.security writes it
-    (`pbkdf2:sha256:<iterations>$<salt>$<hex>`), so either can check the other's hashes."""
-    salt = secrets.token_urlsafe(12)
-    digest = hashlib.pbkdf2_hmac("sha256", password.encode(), salt.encode(), ITERATIONS)
-    return f"pbkdf2:sha256:{ITERATIONS}${salt}${digest.hex()}"
+def hash_password(password: str, method: str = DEFAULT_METHOD) -> str:
+    """A salted hash in werkzeug's format (`pbkdf2:sha256:<iterations>$<salt>$<hex>`)."""
+    return generate_password_hash(password, method)
 
 
 def check_password(stored: str, password: str) -> bool:
-    """Whether `password` matches a hash of hash_password (constant-time comparison)."""
+    """Whether `password` matches a stored hash (werkzeug's check, constant-time); False for a
+    hash it cannot read."""
     try:
-        method, salt, expected = stored.split("$", 2)
-        kind, hash_name, iterations = method.split(":")
-        if kind != "pbkdf2":
-            return False
-        digest = hashlib.pbkdf2_hmac(hash_name, password.encode(), salt.encode(), int(iterations))
-    except (ValueError, UnicodeEncodeError):
+        return check_password_hash(stored, password)
+    except ValueError:  # an unknown method or hash name, bad numbers, an unencodable password
         return False
-    return hmac.compare_digest(digest.hex(), expected)
+
+
+@functools.cache
+def dummy_hash(method: str) -> str:
+    """A hash of nothing anyone knows, so that an unknown username costs what a wrong
+    password costs."""
+    return hash_password(secrets.token_hex(16), method)

@@ -12,11 +12,15 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import requests
+from click.testing import CliRunner
+from hypothesis import HealthCheck, settings
 
-from people_service import create_app, credentials
+from people_service import config, create_app, credentials, transfer
+from people_service.cli import main
 from people_service.web import services
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,8 +40,26 @@ CLIENT_CODES = frozenset(
     }
 )
 
+# Tests hash passwords with a cheap work factor: in this process, the CLI's and every server's
+CHEAP_HASH = "pbkdf2:sha256:1000"
+os.environ.setdefault("PEOPLE_SERVICE_PASSWORD_HASH_METHOD", CHEAP_HASH)
+
 # The backend the running tests use; the `backend` fixture switches it for a whole session pass.
 ACTIVE = {"backend": "sqlite", "databases": {}, "schemas": []}
+
+
+# Backends beyond the embedded ones run when asked (.ci/run asks): PostgreSQL runs every test
+# a second time; Redis runs the tests marked `redis`. Asked for and not answering fails.
+WANT_POSTGRES = os.environ.get("PEOPLE_SERVICE_TEST_POSTGRES", "") not in ("", "0")
+WANT_REDIS = os.environ.get("PEOPLE_SERVICE_TEST_REDIS", "") not in ("", "0")
+
+# Property tests: a short run by default, many examples with HYPOTHESIS_PROFILE=long (.ci/run)
+settings.register_profile(
+    "default", max_examples=25, deadline=None, suppress_health_check=list(HealthCheck)
+)
+settings.register_profile("long", settings.get_profile("default"), max_examples=300)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+LONG_FUZZ = os.environ.get("HYPOTHESIS_PROFILE") == "long"  # schemathesis runs longer too
 
 
 @functools.cache
@@ -51,11 +73,36 @@ def postgres_available() -> bool:
         return False
 
 
-@pytest.fixture(scope="session", params=["sqlite", "postgresql"], autouse=True)
+@functools.cache
+def redis_available() -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", 6379), timeout=1) as sock:
+            sock.sendall(b"PING\r\n")
+            return sock.recv(16).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+@pytest.fixture
+def redis():
+    """The Redis URL of the tests that need one: skipped unless PEOPLE_SERVICE_TEST_REDIS=1."""
+    if not WANT_REDIS:
+        pytest.skip("needs Redis: run with PEOPLE_SERVICE_TEST_REDIS=1")
+    if not redis_available():
+        pytest.fail("PEOPLE_SERVICE_TEST_REDIS is set, but no Redis answers on 127.0.0.1:6379")
+    return "redis://127.0.0.1:6379"
+
+
+@pytest.fixture(
+    scope="session", params=["sqlite", "postgresql"] if WANT_POSTGRES else ["sqlite"], autouse=True
+)
 def backend(request):
-    """Every test runs on SQLite, and again on PostgreSQL where one answers on loopback."""
+    """Every test runs on SQLite, and again on PostgreSQL with PEOPLE_SERVICE_TEST_POSTGRES=1."""
     if request.param == "postgresql" and not postgres_available():
-        pytest.skip("no PostgreSQL answers on 127.0.0.1:5432 (database 'test')")
+        pytest.fail(
+            "PEOPLE_SERVICE_TEST_POSTGRES is set, but no PostgreSQL answers on "
+            "127.0.0.1:5432 (database 'test')"
+        )
     ACTIVE["backend"] = request.param
     yield request.param
     ACTIVE["backend"] = "sqlite"
@@ -208,6 +255,55 @@ def gql(client, headers):
     return run
 
 
+class Answer:
+    """A test-client response with the parts of requests' Response the tests read."""
+
+    def __init__(self, response, body):
+        self.status_code = response.status_code
+        self.headers = response.headers
+        self.content = response.get_data()
+        self.text = response.get_data(as_text=True)
+        self.request = SimpleNamespace(body=body)
+
+    def json(self):
+        import json
+
+        return json.loads(self.content)
+
+
+class InProcess:
+    """An app answered through Flask's test client, with ServerProcess's `request` (no port, no
+    child process): for tests of what the app answers rather than of how it is served."""
+
+    url = "http://localhost"
+
+    def __init__(self, app, key):
+        self.app, self.client = app, app.test_client()
+        self.db = app.config["DATABASE"]
+        self.key, self.headers = key, {"X-API-Key": key}
+
+    def request(self, method, path, *, params=None, data=None, json=None, headers=None, **_):
+        response = self.client.open(
+            path, method=method, query_string=params, data=data, json=json, headers=headers
+        )
+        return Answer(response, data if json is None else json)
+
+
+def demo_app(directory) -> InProcess:
+    """The demo data and a key with generous limits, in this process."""
+    app = make_app(directory)
+    transfer.load_demo(services(app).store)
+    return InProcess(app, new_key(app, "demo"))
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory, backend):
+    """The demo in this process, for one test module (what `demo_server` answers, no server)."""
+    served = demo_app(tmp_path_factory.mktemp("demo"))
+    yield served
+    close_app(served.app)
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -330,30 +426,47 @@ class ServerProcess:
         return requests.request(method, self.url + path, **kwargs)
 
 
+def start_demo(directory, **settings) -> ServerProcess:
+    """The one way the fixtures start a real server on the demo: `people-service serve` on a
+    fresh database in `directory`, generous limits unless `settings` (NAME=value, without the
+    PEOPLE_SERVICE_ prefix) say otherwise, and the key it prints as `key` and `headers`."""
+    env = {"RATE_LIMIT": GENEROUS, "ANONYMOUS_RATE_LIMIT": GENEROUS, **settings}
+    env = {f"PEOPLE_SERVICE_{name}": str(value) for name, value in env.items()}
+    server = ServerProcess(database(directory), env=env).start()
+    server.key = server.wait_for_output(lambda line: line.startswith("ps_"))
+    server.headers = {"X-API-Key": server.key}
+    return server
+
+
 @pytest.fixture(scope="session")
 def live(tmp_path_factory, backend):
     """One real server for the end-to-end tests, started as the README says (demo data)."""
-    db = database(tmp_path_factory.mktemp("live"))
-    server = ServerProcess(db, env={"PEOPLE_SERVICE_RATE_LIMIT": GENEROUS}).start()
-    server.key = server.wait_for_output(lambda line: line.startswith("ps_"))
-    server.headers = {"X-API-Key": server.key}
+    anonymous = config.DEFAULTS["ANONYMOUS_RATE_LIMIT"]  # as a fresh install has it
+    server = start_demo(tmp_path_factory.mktemp("live"), ANONYMOUS_RATE_LIMIT=anonymous)
     yield server
     server.stop()
 
 
 def cli(*args, db=None, input=None, env=None, timeout=120):
-    """Run the people-service command in a child process."""
-    command = [sys.executable, "-m", "people_service.cli", *args]
-    if db is not None:
-        command += ["--db", str(db)]
-    return subprocess.run(
-        command,
-        cwd=ROOT,
-        input=input,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, "PEOPLE_SERVICE_SECRET_KEY": SECRET, **(env or {})},
+    """Run the people-service command as `people-service ARGS --db DB` would: `serve` in a
+    child process, every other command in this process (main() under click's CliRunner
+    isolation: the same exit status, stdout and stderr, without starting Python again)."""
+    argv = [*map(str, args), *(["--db", str(db)] if db is not None else [])]
+    env = {"PEOPLE_SERVICE_SECRET_KEY": SECRET, **(env or {})}
+    if args[:1] == ("serve",):
+        return subprocess.run(
+            [sys.executable, "-m", "people_service.cli", *argv],
+            cwd=ROOT,
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env={**os.environ, **env},
+        )
+    with CliRunner().isolation(input=input, env=env) as (stdout, stderr, _):
+        status = main(argv)
+    return subprocess.CompletedProcess(
+        argv, status, stdout.getvalue().decode(), stderr.getvalue().decode()
     )
 
 
@@ -393,15 +506,12 @@ class GraphQLClient:
 @pytest.fixture(scope="module")
 def demo_server(tmp_path_factory, backend):
     """A real server on a fresh copy of the demo, for one test module."""
-    db = database(tmp_path_factory.mktemp("demo"))
-    env = {"PEOPLE_SERVICE_RATE_LIMIT": GENEROUS, "PEOPLE_SERVICE_ANONYMOUS_RATE_LIMIT": GENEROUS}
-    server = ServerProcess(db, env=env).start()
-    server.key = server.wait_for_output(lambda line: line.startswith("ps_"))
-    server.headers = {"X-API-Key": server.key}
+    server = start_demo(tmp_path_factory.mktemp("demo"))
     yield server
     server.stop()
 
 
 @pytest.fixture(scope="module")
-def graphql(demo_server):
-    return GraphQLClient(demo_server, demo_server.headers)
+def graphql(demo):
+    """GraphQL by GET or POST to the demo, in this process."""
+    return GraphQLClient(demo, demo.headers)

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
-from .conftest import GENEROUS, ServerProcess, database
+from .conftest import ServerProcess, start_demo
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 # What Chromium needs headless on a machine without a display, a sandbox or the internet
@@ -55,15 +55,8 @@ def chromium(backend):
         browser.close()
 
 
-def start_server(tmp_path_factory, **env) -> ServerProcess:
-    settings = {
-        "PEOPLE_SERVICE_RATE_LIMIT": GENEROUS,
-        "PEOPLE_SERVICE_ANONYMOUS_RATE_LIMIT": GENEROUS,
-        **{f"PEOPLE_SERVICE_{name}": value for name, value in env.items()},
-    }
-    server = ServerProcess(database(tmp_path_factory.mktemp("browser")), env=settings).start()
-    server.key = server.wait_for_output(lambda line: line.startswith("ps_"))
-    return server
+def start_server(tmp_path_factory, **settings) -> ServerProcess:
+    return start_demo(tmp_path_factory.mktemp("browser"), **settings)
 
 
 class BlankPage(http.server.BaseHTTPRequestHandler):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 
-from .conftest import demo_people
+from .conftest import GraphQLClient, demo_people
 
 LINK = re.compile(r'<([^>]+)>; rel="(next|prev)"')
 
@@ -90,7 +90,8 @@ def test_error_bodies_over_http_are_compact_json_with_a_newline(demo_server):
     assert answers[3].json()["detail"] == "name: Length must be between 1 and 200."
 
 
-def test_graphql_people_sorted_and_filtered_over_http(graphql):
+def test_graphql_people_sorted_and_filtered_over_http(demo_server):
+    graphql = GraphQLClient(demo_server, demo_server.headers)
     query = (
         "query($country: String, $sort: [PersonSort!]) "
         "{ people(country: $country, minAge: 50, sort: $sort, limit: 3) { name age } }"

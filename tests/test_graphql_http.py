@@ -16,12 +16,12 @@ GRAPHQL_RESPONSE = "application/graphql-response+json"
 ONE = '{ person(id: "1") { name } }'
 
 
-def test_get_post_and_application_graphql_give_the_same_answer(demo_server):
-    headers = demo_server.headers
+def test_get_post_and_application_graphql_give_the_same_answer(demo):
+    headers = demo.headers
     expected = {"data": {"person": {"name": DEMO["1"]["name"]}}}
-    by_get = demo_server.request("GET", "/graphql", params={"query": ONE}, headers=headers)
-    by_post = demo_server.request("POST", "/graphql", json={"query": ONE}, headers=headers)
-    by_sdl = demo_server.request(
+    by_get = demo.request("GET", "/graphql", params={"query": ONE}, headers=headers)
+    by_post = demo.request("POST", "/graphql", json={"query": ONE}, headers=headers)
+    by_sdl = demo.request(
         "POST", "/graphql", data=ONE, headers={**headers, "Content-Type": "application/graphql"}
     )
     for response in (by_get, by_post, by_sdl):
@@ -30,82 +30,78 @@ def test_get_post_and_application_graphql_give_the_same_answer(demo_server):
         assert response.json() == expected
 
 
-def test_mutation_by_get_is_405_and_runs_nothing(demo_server):
+def test_mutation_by_get_is_405_and_runs_nothing(demo):
     query = 'mutation { createPerson(input: {name: "By GET"}) { id } }'
-    response = demo_server.request(
-        "GET", "/graphql", params={"query": query}, headers=demo_server.headers
-    )
+    response = demo.request("GET", "/graphql", params={"query": query}, headers=demo.headers)
     assert response.status_code == 405
     assert response.headers["Allow"] == "POST"
     assert response.json()["errors"][0]["extensions"]["code"] == "BAD_REQUEST"
-    found = demo_server.request("GET", "/people?name=By GET", headers=demo_server.headers)
+    found = demo.request("GET", "/people?name=By GET", headers=demo.headers)
     assert found.json() == []
 
 
-def test_accept_graphql_response_json_makes_request_errors_400(demo_server):
-    headers = {**demo_server.headers, "Accept": GRAPHQL_RESPONSE}
+def test_accept_graphql_response_json_makes_request_errors_400(demo):
+    headers = {**demo.headers, "Accept": GRAPHQL_RESPONSE}
     for query in ("{ person(id: ", "{ nothing }"):
-        response = demo_server.request("POST", "/graphql", json={"query": query}, headers=headers)
+        response = demo.request("POST", "/graphql", json={"query": query}, headers=headers)
         assert response.status_code == 400
         assert response.headers["Content-Type"] == GRAPHQL_RESPONSE
         assert "data" not in response.json()
-    good = demo_server.request("POST", "/graphql", json={"query": ONE}, headers=headers)
+    good = demo.request("POST", "/graphql", json={"query": ONE}, headers=headers)
     assert good.status_code == 200 and good.headers["Content-Type"] == GRAPHQL_RESPONSE
-    partial = demo_server.request(
+    partial = demo.request(
         "POST", "/graphql", json={"query": '{ person(id: "999999") { name } }'}, headers=headers
     )
     assert partial.status_code == 200  # a field error is not a request error
 
 
-def test_under_application_json_request_errors_are_200_without_data(demo_server):
+def test_under_application_json_request_errors_are_200_without_data(demo):
     expectations = [
         ("{ person(id: ", "GRAPHQL_PARSE_FAILED"),
         ("{ nothing }", "GRAPHQL_VALIDATION_FAILED"),
         ("query A { me { name } } query B { me { name } }", "BAD_REQUEST"),
     ]
     for query, code in expectations:
-        response = demo_server.request(
-            "POST", "/graphql", json={"query": query}, headers=demo_server.headers
-        )
+        response = demo.request("POST", "/graphql", json={"query": query}, headers=demo.headers)
         assert response.status_code == 200
         body = response.json()
         assert "data" not in body
         assert [e["extensions"]["code"] for e in body["errors"]] == [code]
 
 
-def test_operation_name_picks_the_operation(demo_server):
+def test_operation_name_picks_the_operation(demo):
     query = 'query A { person(id: "1") { name } } query B { person(id: "2") { name } }'
-    response = demo_server.request(
-        "POST", "/graphql", json={"query": query, "operationName": "B"}, headers=demo_server.headers
+    response = demo.request(
+        "POST", "/graphql", json={"query": query, "operationName": "B"}, headers=demo.headers
     )
     assert response.json() == {"data": {"person": {"name": DEMO["2"]["name"]}}}
 
 
-def test_an_empty_operation_name_means_none_by_get_and_by_post(demo_server):
+def test_an_empty_operation_name_means_none_by_get_and_by_post(demo):
     expected = {"data": {"person": {"name": DEMO["1"]["name"]}}}
     sent = {"query": ONE, "operationName": ""}
-    by_get = demo_server.request("GET", "/graphql", params=sent, headers=demo_server.headers)
-    by_post = demo_server.request("POST", "/graphql", json=sent, headers=demo_server.headers)
+    by_get = demo.request("GET", "/graphql", params=sent, headers=demo.headers)
+    by_post = demo.request("POST", "/graphql", json=sent, headers=demo.headers)
     assert by_get.json() == by_post.json() == expected
 
 
-def test_unacceptable_accept_is_406(demo_server):
-    headers = {**demo_server.headers, "Accept": "text/csv"}
-    response = demo_server.request("POST", "/graphql", json={"query": ONE}, headers=headers)
+def test_unacceptable_accept_is_406(demo):
+    headers = {**demo.headers, "Accept": "text/csv"}
+    response = demo.request("POST", "/graphql", json={"query": ONE}, headers=headers)
     assert response.status_code == 406
 
 
-def test_unwrap_returns_bare_data_only_without_errors(demo_server):
+def test_unwrap_returns_bare_data_only_without_errors(demo):
     query = '{ a: person(id: "1") { name } b: person(id: "2") { name } }'
-    bare = demo_server.request(
-        "GET", "/graphql", params={"query": query, "unwrap": "1"}, headers=demo_server.headers
+    bare = demo.request(
+        "GET", "/graphql", params={"query": query, "unwrap": "1"}, headers=demo.headers
     )
     assert bare.json() == {"a": {"name": DEMO["1"]["name"]}, "b": {"name": DEMO["2"]["name"]}}
-    failing = demo_server.request(
+    failing = demo.request(
         "GET",
         "/graphql",
         params={"query": '{ person(id: "999999") { name } }', "unwrap": "1"},
-        headers=demo_server.headers,
+        headers=demo.headers,
     )
     assert set(failing.json()) == {"data", "errors"}
 
@@ -121,65 +117,65 @@ def test_unwrap_returns_bare_data_only_without_errors(demo_server):
         ({"variables": {}}, "The request needs a 'query' string."),
     ],
 )
-def test_malformed_requests_are_400(demo_server, body, detail):
-    response = demo_server.request("POST", "/graphql", json=body, headers=demo_server.headers)
+def test_malformed_requests_are_400(demo, body, detail):
+    response = demo.request("POST", "/graphql", json=body, headers=demo.headers)
     assert response.status_code == 400
     error = response.json()["errors"][0]
     assert error["message"].startswith(detail)
     assert error["extensions"]["code"] == "BAD_REQUEST"
 
 
-def test_deeply_nested_bodies_and_variables_are_400(demo_server):
+def test_deeply_nested_bodies_and_variables_are_400(demo):
     nested = "[" * 1000 + "]" * 1000
     for raw in (nested, '{"query": "{ me { name } }", "variables": {"a": ' + nested + "}}"):
-        response = demo_server.request(
+        response = demo.request(
             "POST",
             "/graphql",
             data=raw,
-            headers={**demo_server.headers, "Content-Type": "application/json"},
+            headers={**demo.headers, "Content-Type": "application/json"},
         )
         assert 400 <= response.status_code < 500
-    assert demo_server.request("GET", "/health").status_code == 200
+    assert demo.request("GET", "/health").status_code == 200
 
 
-def test_other_content_types_are_415(demo_server):
+def test_other_content_types_are_415(demo):
     for content_type in (
         "text/plain",
         "application/x-www-form-urlencoded",
         "multipart/form-data; boundary=x",
     ):
-        response = demo_server.request(
+        response = demo.request(
             "POST",
             "/graphql",
             data="query={me{name}}",
-            headers={**demo_server.headers, "Content-Type": content_type},
+            headers={**demo.headers, "Content-Type": content_type},
         )
         assert response.status_code == 415
 
 
 @pytest.mark.parametrize("charset", ["latin-1", "utf-16"])
-def test_a_graphql_document_in_another_charset_is_415_not_misread(demo_server, charset):
-    response = demo_server.request(
+def test_a_graphql_document_in_another_charset_is_415_not_misread(demo, charset):
+    response = demo.request(
         "POST",
         "/graphql",
         data=ONE.encode(charset),
-        headers={**demo_server.headers, "Content-Type": f"application/graphql; charset={charset}"},
+        headers={**demo.headers, "Content-Type": f"application/graphql; charset={charset}"},
     )
     assert response.status_code == 415 and "UTF-8" in response.text
 
 
-def test_no_or_bad_credentials_are_401_in_graphql_shape(demo_server):
+def test_no_or_bad_credentials_are_401_in_graphql_shape(demo):
     for headers in ({}, {"X-API-Key": "ps_unknown"}, {"Authorization": "Bearer not.a.token"}):
-        response = demo_server.request("POST", "/graphql", json={"query": ONE}, headers=headers)
+        response = demo.request("POST", "/graphql", json={"query": ONE}, headers=headers)
         assert response.status_code == 401
         assert "WWW-Authenticate" in response.headers
         assert response.json()["errors"][0]["extensions"]["code"] == "UNAUTHENTICATED"
 
 
-def test_schema_is_served_as_sdl(demo_server):
+def test_schema_is_served_as_sdl(demo):
     from .conftest import ROOT
 
-    response = demo_server.request("GET", "/graphql/schema.graphql", headers=demo_server.headers)
+    response = demo.request("GET", "/graphql/schema.graphql", headers=demo.headers)
     assert response.status_code == 200
     assert response.text == (ROOT / "schema.graphql").read_text()
 
@@ -224,8 +220,8 @@ def test_explorer_none_answers_400_bad_request(tmp_path):
         close_app(app)
 
 
-def test_get_without_query_from_a_script_is_400(demo_server):
-    response = demo_server.request("GET", "/graphql", headers=demo_server.headers)
+def test_get_without_query_from_a_script_is_400(demo):
+    response = demo.request("GET", "/graphql", headers=demo.headers)
     assert response.status_code == 400
 
 
@@ -287,7 +283,7 @@ def test_rate_limited_graphql_is_429_with_code(tmp_path):
         close_app(app)
 
 
-def test_every_error_has_a_code(demo_server):
+def test_every_error_has_a_code(demo):
     queries = [
         "{",
         "{ nope }",
@@ -297,9 +293,7 @@ def test_every_error_has_a_code(demo_server):
         'mutation { createPerson(input: {name: ""}) { id } }',
     ]
     for query in queries:
-        body = demo_server.request(
-            "POST", "/graphql", json={"query": query}, headers=demo_server.headers
-        ).json()
+        body = demo.request("POST", "/graphql", json={"query": query}, headers=demo.headers).json()
         assert body["errors"], query
         for error in body["errors"]:
             assert error["extensions"]["code"] in {

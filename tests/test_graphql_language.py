@@ -1,10 +1,10 @@
-"""The query language of the seed's rules and SPEC §5, through the real server by GET and POST."""
+"""The query language of the seed's rules and SPEC §5, by GET and POST (the demo, in-process)."""
 
 from __future__ import annotations
 
 import pytest
 
-from .conftest import demo_people
+from .conftest import demo_people, new_key
 
 DEMO = demo_people()
 BOTH = pytest.mark.parametrize("method", ["GET", "POST"])
@@ -276,10 +276,10 @@ def test_mutations_for_friends_and_messages(graphql):
     assert removed == {"removeFriend": {"friends": []}}
 
 
-def test_mutation_validation_matches_rest(graphql, demo_server):
+def test_mutation_validation_matches_rest(graphql, demo):
     response = graphql("POST", 'mutation { createPerson(input: {name: ""}) { id } }')
     error = response.json()["errors"][0]
-    rest = demo_server.request("POST", "/person", json={"name": ""}, headers=demo_server.headers)
+    rest = demo.request("POST", "/person", json={"name": ""}, headers=demo.headers)
     assert error["extensions"] == {"code": "BAD_USER_INPUT", "errors": rest.json()["errors"]}
     assert error["message"] == rest.json()["detail"]
     selfish = graphql("POST", 'mutation { addFriend(id: "1", friendId: "1") { id } }')
@@ -292,7 +292,7 @@ def test_mutation_validation_matches_rest(graphql, demo_server):
     assert codes(duplicate) == ["BAD_USER_INPUT"]
 
 
-def test_errors_name_arguments_and_input_fields_as_graphql_does(graphql, demo_server):
+def test_errors_name_arguments_and_input_fields_as_graphql_does(graphql, demo):
     """The service checks under Python names (min_age, person_id); GraphQL answers in its own."""
     cases = {
         "{ people(minAge: 200, limit: 2) { name } }": {"minAge": ["Must be between 0 and 150."]},
@@ -305,16 +305,14 @@ def test_errors_name_arguments_and_input_fields_as_graphql_does(graphql, demo_se
         assert error["extensions"] == {"code": "BAD_USER_INPUT", "errors": expected}, query
         name, (message,) = next(iter(expected.items()))
         assert error["message"] == f"{name}: {message}"
-    rest = demo_server.request(
-        "POST", "/message", json={"person_id": "x", "content": "hi"}, headers=demo_server.headers
+    rest = demo.request(
+        "POST", "/message", json={"person_id": "x", "content": "hi"}, headers=demo.headers
     )
     assert rest.json()["errors"] == {"person_id": ["Not a valid id."]}  # REST keeps JSON's names
 
 
-def test_messages_are_private_to_their_sender(graphql, demo_server):
-    from .conftest import cli
-
-    other_key = cli("keys", "create", "--name", "gql-other", db=demo_server.db).stdout.split()[-1]
+def test_messages_are_private_to_their_sender(graphql, demo):
+    other_key = new_key(demo.app, "gql-other")
     sent = data(
         graphql("POST", 'mutation { sendMessage(personId: "7", content: "secret") { id } }')
     )
@@ -328,21 +326,14 @@ def test_messages_are_private_to_their_sender(graphql, demo_server):
     assert data(mine) == {"message": {"content": "secret", "person": {"id": "7"}}}
 
 
-def test_mutation_without_write_scope_is_a_forbidden_field_error(graphql, demo_server):
-    from .conftest import cli
-
-    reader = cli("keys", "create", "--name", "gql-reader", "--scopes", "read", db=demo_server.db)
-    headers = {"X-API-Key": reader.stdout.split()[-1]}
+def test_mutation_without_write_scope_is_a_forbidden_field_error(graphql, demo):
+    headers = {"X-API-Key": new_key(demo.app, "gql-reader", "read")}
     response = graphql("POST", 'mutation { deletePerson(id: "1") }', headers=headers)
     assert response.status_code == 200
     assert codes(response) == ["FORBIDDEN"]
     assert data(graphql("GET", '{ person(id: "1") { id } }')) == {"person": {"id": "1"}}
-    writer = cli("keys", "create", "--name", "gql-writer", "--scopes", "write", db=demo_server.db)
-    mixed = graphql(
-        "POST",
-        '{ me { name } person(id: "1") { id } }',
-        headers={"X-API-Key": writer.stdout.split()[-1]},
-    )
+    writer = new_key(demo.app, "gql-writer", "write")
+    mixed = graphql("POST", '{ me { name } person(id: "1") { id } }', headers={"X-API-Key": writer})
     body = mixed.json()
     assert body["data"] == {"me": {"name": "gql-writer"}, "person": None}
     assert codes(mixed) == ["FORBIDDEN"]

@@ -305,18 +305,14 @@ def test_a_batch_only_fetches_for_the_objects_that_asked(gql, crowd, monkeypatch
     assert asked and all(len(ids) <= 3 for ids in asked), asked  # never the 40 people of `a`
 
 
-# -- on the real server ---------------------------------------------------------------------
+# -- on the demo (in-process; the hostile documents on the real server too) ----------------
 
 
 def fresh_key(server, limit: str = "1000000/day") -> dict:
     """A new key with its own limit: a day's window with nothing before it counts exactly."""
-    from .conftest import cli
+    from .conftest import new_key
 
-    created = cli(
-        "keys", "create", "--name", f"k{uuid.uuid4().hex[:10]}", "--rate-limit", limit, db=server.db
-    )
-    assert created.returncode == 0, created.stderr
-    return {"X-API-Key": created.stdout.split()[-1]}
+    return {"X-API-Key": new_key(server.app, f"k{uuid.uuid4().hex[:10]}", rate_limit=limit)}
 
 
 def post(server, headers, query, variables=None):
@@ -349,6 +345,7 @@ HOSTILE = {
 @pytest.mark.parametrize("authenticated", [False, True], ids=["no-credentials", "with-key"])
 @pytest.mark.parametrize("shape", list(HOSTILE))
 def test_hostile_documents_are_decided_in_seconds(demo_server, authenticated, shape):
+    """Through waitress: a real server answers each in bounded time and stays up."""
     import time
 
     query, code = HOSTILE[shape]
@@ -395,8 +392,8 @@ def test_hostile_documents_are_decided_in_seconds(demo_server, authenticated, sh
         "skipped",
     ],
 )
-def test_each_way_of_giving_a_limit_is_charged_what_runs(demo_server, query, variables, cost):
-    response = post(demo_server, fresh_key(demo_server), query, variables)
+def test_each_way_of_giving_a_limit_is_charged_what_runs(demo, query, variables, cost):
+    response = post(demo, fresh_key(demo), query, variables)
     body = response.json()
     assert "errors" not in body, body
     assert charged(response) == cost
@@ -415,19 +412,17 @@ def test_each_way_of_giving_a_limit_is_charged_what_runs(demo_server, query, var
     ],
     ids=["friends-above-100", "negative-variable", "people-above-1000", "people-zero"],
 )
-def test_a_limit_out_of_its_range_fails_and_is_charged_only_what_ran(
-    demo_server, query, variables, cost
-):
-    response = post(demo_server, fresh_key(demo_server), query, variables)
+def test_a_limit_out_of_its_range_fails_and_is_charged_only_what_ran(demo, query, variables, cost):
+    response = post(demo, fresh_key(demo), query, variables)
     body = response.json()
     assert body["errors"][0]["extensions"]["code"] == "BAD_USER_INPUT", body
     assert "between" in body["errors"][0]["message"]
     assert charged(response) == cost
 
 
-def test_an_omitted_limit_no_longer_hides_a_huge_query(demo_server):
+def test_an_omitted_limit_no_longer_hides_a_huge_query(demo):
     query = "{ people { friends { friends { friends { friends { friends { name } } } } } } }"
-    response = post(demo_server, demo_server.headers, query)
+    response = post(demo, demo.headers, query)
     body = response.json()
     assert "data" not in body
     assert body["errors"][0]["extensions"]["code"] == "QUERY_TOO_COMPLEX"
@@ -441,16 +436,16 @@ def count_objects(value) -> int:
     return 0
 
 
-def test_introspection_is_charged_a_hundredth_of_the_objects_it_returns(demo_server):
+def test_introspection_is_charged_a_hundredth_of_the_objects_it_returns(demo):
     """Introspection reads the schema in memory; its answers are kept and reused for 1."""
     query = get_introspection_query() + " # " + uuid.uuid4().hex  # a text not seen yet
-    full = post(demo_server, fresh_key(demo_server), query)
+    full = post(demo, fresh_key(demo), query)
     assert "errors" not in full.json()
     assert charged(full) == (count_objects(full.json()["data"]) - 1) // 100  # less `data`
     assert charged(full) >= 3
-    again = post(demo_server, fresh_key(demo_server), query)
+    again = post(demo, fresh_key(demo), query)
     assert again.json() == full.json() and charged(again) == 1
-    small = post(demo_server, fresh_key(demo_server), '{ __type(name: "Person") { name } }')
+    small = post(demo, fresh_key(demo), '{ __type(name: "Person") { name } }')
     assert small.json()["data"] == {"__type": {"name": "Person"}} and charged(small) == 1
 
 
@@ -466,72 +461,72 @@ def schema_walk() -> tuple[str, str]:
     return text[start : end + 1], text[text.index("fragment") :]
 
 
-def test_many_introspection_aliases_are_refused(demo_server):
+def test_many_introspection_aliases_are_refused(demo):
     selection, fragments = schema_walk()
     for count in (50, 20):  # 50: over the alias cap; 20: within it, over the cost limit
         aliases = " ".join(f"s{i}: __schema {selection}" for i in range(count))
-        response = post(demo_server, demo_server.headers, "query { " + aliases + " }" + fragments)
+        response = post(demo, demo.headers, "query { " + aliases + " }" + fragments)
         body = response.json()
         assert "data" not in body, count
         assert {e["extensions"]["code"] for e in body["errors"]} == {"QUERY_TOO_COMPLEX"}
 
 
-def test_the_alias_cap(demo_server):
+def test_the_alias_cap(demo):
     def aliased(count):
         return "{ " + " ".join(f"a{i}: me {{ name }}" for i in range(count)) + " }"
 
-    assert "errors" not in post(demo_server, demo_server.headers, aliased(30)).json()
-    refused = post(demo_server, demo_server.headers, aliased(31)).json()
+    assert "errors" not in post(demo, demo.headers, aliased(30)).json()
+    refused = post(demo, demo.headers, aliased(31)).json()
     assert refused["errors"][0]["extensions"]["code"] == "QUERY_TOO_COMPLEX"
     assert refused["errors"][0]["message"] == "The query has 31 aliases; the limit is 30."
 
 
-def test_a_query_above_the_whole_window_is_too_complex_and_costs_nothing(demo_server):
-    headers = fresh_key(demo_server, "600/minute")
-    refused = post(demo_server, headers, "{ people(limit: 700) { id } }")
+def test_a_query_above_the_whole_window_is_too_complex_and_costs_nothing(demo):
+    headers = fresh_key(demo, "600/minute")
+    refused = post(demo, headers, "{ people(limit: 700) { id } }")
     assert refused.status_code == 200
     error = refused.json()["errors"][0]
     assert error["extensions"]["code"] == "QUERY_TOO_COMPLEX"
     assert "600/minute" in error["message"]
     assert "Retry-After" not in refused.headers
     strict = post(
-        demo_server,
+        demo,
         {**headers, "Accept": "application/graphql-response+json"},
         "{ people(limit: 601) { id } }",
     )
     assert strict.status_code == 400
-    after = post(demo_server, headers, "{ people(limit: 5) { id } }")
+    after = post(demo, headers, "{ people(limit: 5) { id } }")
     assert after.status_code == 200
     assert after.headers["X-RateLimit-Remaining"] == "595"  # the refused ones cost nothing
 
 
-def test_a_later_window_refusing_charges_no_earlier_window(demo_server):
+def test_a_later_window_refusing_charges_no_earlier_window(demo):
     """The headers describe the shortest window (flask-limiter's `current_limit`); that the
     day is not charged for the refusal is tests/test_r3_limits.py's to see."""
-    headers = fresh_key(demo_server, "100/day;3/hour")
-    first = post(demo_server, headers, "{ people(limit: 2) { id } }")
+    headers = fresh_key(demo, "100/day;3/hour")
+    first = post(demo, headers, "{ people(limit: 2) { id } }")
     assert first.status_code == 200 and first.headers["X-RateLimit-Remaining"] == "1"
-    refused = post(demo_server, headers, "{ people(limit: 2) { id } }")  # the hour has 1 left
+    refused = post(demo, headers, "{ people(limit: 2) { id } }")  # the hour has 1 left
     assert refused.status_code == 429
     assert refused.headers["X-RateLimit-Limit"] == "3" and "Retry-After" in refused.headers
     assert "costs 2" in refused.json()["errors"][0]["message"]
-    last = post(demo_server, headers, '{ person(id: "1") { id } }')
+    last = post(demo, headers, '{ person(id: "1") { id } }')
     assert last.status_code == 200
     assert last.headers["X-RateLimit-Remaining"] == "0"  # the 429 charged the hour nothing
 
 
-def test_a_document_nested_past_the_parser_is_too_complex(demo_server):
+def test_a_document_nested_past_the_parser_is_too_complex(demo):
     for query in (
         "{ a " * 1000 + "}" * 1000,
         "{ people(name: " + "[" * 300 + "]" * 300 + ") { id } }",
         "{ me " + "{ a " * 150 + "}" * 151,
     ):
-        body = post(demo_server, demo_server.headers, query).json()
+        body = post(demo, demo.headers, query).json()
         assert [e["extensions"]["code"] for e in body["errors"]] == ["QUERY_TOO_COMPLEX"], query
 
 
 def test_no_suggestions_when_introspection_is_off(tmp_path):
-    from .conftest import ServerProcess, database
+    from .conftest import InProcess, close_app, make_app, new_key
 
     queries = [
         ('{ persn(id: "1") { name } }', None),
@@ -544,27 +539,26 @@ def test_no_suggestions_when_introspection_is_off(tmp_path):
     for introspection in ("false", "true"):
         directory = tmp_path / introspection
         directory.mkdir()
-        env = {"PEOPLE_SERVICE_INTROSPECTION": introspection}
-        server = ServerProcess(database(directory), env=env).start()
+        app = make_app(directory, INTROSPECTION=introspection == "true")
         try:
-            headers = {"X-API-Key": server.wait_for_output(lambda line: line.startswith("ps_"))}
-            texts = [post(server, headers, q, v).text for q, v in queries]
+            server = InProcess(app, new_key(app, "k"))
+            texts = [post(server, server.headers, q, v).text for q, v in queries]
         finally:
-            server.stop()
+            close_app(app)
         assert all('"errors"' in text for text in texts), texts
         hinted = [text for text in texts if "Did you mean" in text]
         # on, every query above gets a suggestion; off, none may reveal a name
         assert len(hinted) == (len(texts) if introspection == "true" else 0), hinted
 
 
-def test_an_input_object_of_many_unknown_fields_gets_a_short_answer(demo_server):
+def test_an_input_object_of_many_unknown_fields_gets_a_short_answer(demo):
     """graphql-core prints the whole object in each error about one of its fields: 100 such
     errors over 640 fields took 0.65 s and answered 640 KB to a 5 KB document (any key, any
     scope: a document is validated before its mutation is refused). Ten errors are reported."""
     fields = ", ".join(f"f{index}: 1" for index in range(640))
     query = f"mutation {{ createPerson(input: {{ {fields} }}) {{ id }} }}"
     assert len(query) < 6000
-    response = post(demo_server, demo_server.headers, query)
+    response = post(demo, demo.headers, query)
     assert response.status_code == 200
     errors = response.json()["errors"]
     assert 1 <= len(errors) <= 11
@@ -572,11 +566,11 @@ def test_an_input_object_of_many_unknown_fields_gets_a_short_answer(demo_server)
     assert len(response.content) < 100_000
 
 
-def test_variables_of_many_unknown_fields_get_ten_errors(demo_server):
+def test_variables_of_many_unknown_fields_get_ten_errors(demo):
     """Each coercion error of a variable inspects the whole value: ten of them, not fifty."""
     fields = {f"unknown_{index}": index for index in range(900)}  # under MAX_VARIABLE_VALUES
     query = "mutation ($input: PersonInput!) { createPerson(input: $input) { id } }"
-    response = post(demo_server, demo_server.headers, query, {"input": {"name": "x", **fields}})
+    response = post(demo, demo.headers, query, {"input": {"name": "x", **fields}})
     assert response.status_code == 200
     errors = response.json()["errors"]
     assert 1 <= len(errors) <= 11

@@ -12,7 +12,7 @@ import uuid
 
 import pytest
 
-from .conftest import CLIENT_CODES, GENEROUS, ServerProcess, database
+from .conftest import CLIENT_CODES, ServerProcess, database, start_demo
 
 PROBLEM = "application/problem+json"
 SMALL_BODY = 1024  # MAX_BODY_BYTES of the small_server
@@ -21,15 +21,7 @@ SMALL_BODY = 1024  # MAX_BODY_BYTES of the small_server
 @pytest.fixture(scope="module")
 def small_server(tmp_path_factory, backend):
     """A real server whose body limit is 1 KiB, so that bodies over it are cheap to send."""
-    db = database(tmp_path_factory.mktemp("small"))
-    env = {
-        "PEOPLE_SERVICE_RATE_LIMIT": GENEROUS,
-        "PEOPLE_SERVICE_ANONYMOUS_RATE_LIMIT": GENEROUS,
-        "PEOPLE_SERVICE_MAX_BODY_BYTES": str(SMALL_BODY),
-    }
-    server = ServerProcess(db, env=env).start()
-    server.key = server.wait_for_output(lambda line: line.startswith("ps_"))
-    server.headers = {"X-API-Key": server.key}
+    server = start_demo(tmp_path_factory.mktemp("small"), MAX_BODY_BYTES=SMALL_BODY)
     yield server
     server.stop()
 

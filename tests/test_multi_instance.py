@@ -16,22 +16,19 @@ from .conftest import (
     cli,
     database,
 )
-from .test_limits import redis_available
 
 PASSWORD = "correct horse battery staple"
 
 
 @pytest.fixture
-def cluster(tmp_path):
+def cluster(tmp_path, redis):
     """Three server processes on one PostgreSQL schema, counting limits in one Redis."""
     if ACTIVE["backend"] != "postgresql":
         pytest.skip("several instances share PostgreSQL, not a SQLite file")
-    if not redis_available():
-        pytest.skip("no Redis answers on 127.0.0.1:6379")
     db = database(tmp_path)
     env = {
         "PEOPLE_SERVICE_SECRET_KEY": "",  # none configured: the one stored in PostgreSQL
-        "PEOPLE_SERVICE_RATE_LIMIT_STORAGE": "redis://127.0.0.1:6379",
+        "PEOPLE_SERVICE_RATE_LIMIT_STORAGE": redis,
         "PEOPLE_SERVICE_RATE_LIMIT_PREFIX": f"test-{uuid.uuid4().hex}",
         "PEOPLE_SERVICE_ANONYMOUS_RATE_LIMIT": GENEROUS,
         "PEOPLE_SERVICE_AUTH_RATE_LIMIT": GENEROUS,

@@ -32,7 +32,8 @@ def users_create(database, username, scopes, rate_limit, password_stdin):
     """Create the user USERNAME (the password: 15 characters or more, not a common one)."""
     store = opened(database)
     password = read_password(password_stdin, username)
-    credentials.create_user(store, username, password, scopes, rate_limit)
+    method = settings(database)["PASSWORD_HASH_METHOD"]
+    credentials.create_user(store, username, password, scopes, rate_limit, method)
     click.echo(f"created user '{username}' with scopes {scopes}")
 
 
@@ -64,7 +65,9 @@ def users_list(database):
 def users_passwd(database, username, password_stdin):
     """Set a new password for USERNAME; tokens issued before it stop working at once."""
     store = opened(database)
-    credentials.change_password(store, username, read_password(password_stdin, username))
+    password = read_password(password_stdin, username)
+    method = settings(database)["PASSWORD_HASH_METHOD"]
+    credentials.change_password(store, username, password, method)
     click.echo(f"changed the password of '{username}'; its older tokens are refused")
 
 

@@ -35,7 +35,8 @@ def issue_token():
     data = request.form.to_dict() if request.mimetype == FORM else json_body()
     given = schemas.load(schemas.token_request_schema, data)
     ext = services()
-    user = credentials.login(ext.store, given["username"], given["password"])
+    method = current_app.config["PASSWORD_HASH_METHOD"]
+    user = credentials.login(ext.store, given["username"], given["password"], method)
     if user is None:
         raise with_headers(Unauthorized("The username or password is wrong."), challenge())
     body = credentials.issue_token(user, ext.token_secret, current_app.config["TOKEN_TTL"])
