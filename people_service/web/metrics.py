@@ -20,12 +20,10 @@ from prometheus_client import (
 
 from .caller import authenticate, check_scope
 
-# prometheus-client's own switch: set, every process writes its samples to files there and a
-# scrape adds them up (serve --workers sets it; gunicorn's operator sets it, see docs/).
+# prometheus-client's switch: every process writes its samples there and a scrape adds them up
 MULTIPROCESS_DIR = "PROMETHEUS_MULTIPROC_DIR"
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
-# Operation names come from clients: only this many distinct ones per process get a series of
-# their own, so a client inventing names cannot grow the scrape without bound.
+# Distinct client operation names with a series of their own, so the scrape stays bounded
 MAX_OPERATION_NAMES = 100
 _NAME = re.compile(r"[_A-Za-z][_0-9A-Za-z]{0,63}")
 STORE_ERROR_STATUSES = frozenset({503, 507})  # Unavailable, StorageFull

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import math
-import re
 import time
 
 from flask import current_app, g, request
 from flask_limiter import ApplicationLimit, Limiter
 from limits import parse_many
 
+from .. import redacted
 from ..config import ConfigError
 from ..errors import RateLimited, ServiceError
 from ..store.counters import default_uri  # also registers the sqlite:// scheme with limits
@@ -24,20 +24,17 @@ HANDSHAKE_MAX_BODY = 16 * 1024
 
 
 def client_address() -> str:
-    # waitress sets REMOTE_ADDR from X-Forwarded-For only for a configured trusted proxy
     return request.remote_addr or "unknown"
 
 
 def storage_uri(config) -> str:
-    """RATE_LIMIT_STORAGE; unset or a bare sqlite://, the counters file beside the database,
-    which every process of the machine shares, so limits are exact under any WSGI server."""
+    """RATE_LIMIT_STORAGE; unset or a bare sqlite://, the counters file beside the database."""
     configured = config["RATE_LIMIT_STORAGE"]
     return configured if configured not in ("", "sqlite://") else default_uri(config["DATABASE"])
 
 
 def handshake_key() -> str:
-    """The handshake's counter: the client address and the username together, hashed (the
-    counters file need not learn which usernames were tried from where)."""
+    """The handshake's counter: the client address and the username, hashed."""
     try:
         data = json_body() if request.is_json else request.form
     except ServiceError:
@@ -56,21 +53,16 @@ def caller_limit(caller) -> str:
 
 
 def budget() -> tuple[int, str]:
-    """The most one request of this caller can ever cost (its smallest window's amount), and
-    its limit as written: a GraphQL query that costs more is too complex, not rate limited."""
+    """The most one request of this caller can cost (its smallest window), and its limit."""
     limit = caller_limit(peek_caller())
     return min(item.amount for item in parse_many(limit)), limit
 
 
 def init_app(app, *, unlimited=frozenset(), handshake=frozenset()) -> Limiter:
-    """Charge every routed request to its caller. `unlimited`: endpoints never limited;
-    `handshake`: endpoints limited per client address whatever credentials they carry, and
-    per address and username.
-
-    A request costs 1; a GraphQL query its estimated cost, from the view's `rate_limit_cost`
-    (None: refused before it ran, so it costs nothing but counts in the caller's window of
-    refused queries, at ANONYMOUS_RATE_LIMIT).
-    """
+    """Charge every routed request to its caller, except `unlimited` endpoints; `handshake`
+    endpoints are limited per address, and per address and username. A GraphQL query costs
+    its view's `rate_limit_cost()` (None: refused as too complex, costing nothing but counted
+    at ANONYMOUS_RATE_LIMIT)."""
     config = app.config
     prefix = config["RATE_LIMIT_PREFIX"]
 
@@ -89,7 +81,6 @@ def init_app(app, *, unlimited=frozenset(), handshake=frozenset()) -> Limiter:
         return getattr(current_app.view_functions.get(request.endpoint), "rate_limit_cost", None)
 
     def cost() -> int:
-        """The request's cost; flask-limiter asks once the caller is known (key() first)."""
         if "rate_limit_cost" not in g:
             g.rate_limit_cost = 1
             view_cost = measure()
@@ -139,9 +130,8 @@ def init_app(app, *, unlimited=frozenset(), handshake=frozenset()) -> Limiter:
         return RateLimited(detail, headers=headers)
 
     def check_graphql() -> None:
-        """A caller without a unit left, or past its refused queries, is refused before the
-        document is read or measured. Uses `limits` directly: flask-limiter tests and charges
-        limits in one pass, where this must refuse before the cost is computed."""
+        """Refuse a caller with nothing left, or past its refused queries, before the query is
+        measured (flask-limiter would test and charge in one pass)."""
         found = caller() if measure() is not None else None
         if found is None:
             return
@@ -161,10 +151,8 @@ def init_app(app, *, unlimited=frozenset(), handshake=frozenset()) -> Limiter:
             raise refusal(item, refused, detail)
 
     def check_handshake() -> None:
-        """The handshake's limit per address and username, whose key is in the body: charged
-        after the address (flask-limiter's hook, before this one), so that refusals of the
-        address never use up the username's logins. Uses `limits` directly: flask-limiter
-        orders limits by their windows, not by what must come first."""
+        """The handshake's limit per address and username, charged after the address's (so
+        refusals of the address never use up the username's logins)."""
         if request.endpoint not in handshake:
             return
         request.max_content_length = HANDSHAKE_MAX_BODY  # 413 beyond
@@ -177,8 +165,7 @@ def init_app(app, *, unlimited=frozenset(), handshake=frozenset()) -> Limiter:
             raise refusal(item, counter, f"Too many logins ({item}).", "login")
 
     def only_refusals_retry(response):
-        """flask-limiter sends Retry-After on every limited answer; only a refusal says when
-        to retry. Registered before flask-limiter's hook, so it runs after it."""
+        """Retry-After on refusals only (registered before flask-limiter's, so runs after)."""
         if response.status_code != 429:
             response.headers.pop("Retry-After", None)
         return response
@@ -197,7 +184,7 @@ def init_app(app, *, unlimited=frozenset(), handshake=frozenset()) -> Limiter:
         app.before_request(check_graphql)
         limiter.init_app(app)
     except Exception as exc:  # an unusable file or URL is the operator's to fix
-        shown = re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", config["RATE_LIMIT_STORAGE"])
+        shown = redacted(config["RATE_LIMIT_STORAGE"])
         shown = repr(shown) if shown else "(unset: the counters file beside the database)"
         raise ConfigError(f"cannot use RATE_LIMIT_STORAGE {shown}: {exc}") from None
     limiter.request_filter(lambda: request.endpoint in unlimited)
