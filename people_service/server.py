@@ -87,13 +87,10 @@ def run(overrides: dict, sockets: list[socket.socket], *, demo: bool, **options)
     app = create_app(overrides)
     hint = bootstrap(services(app).store, demo)
     host, port = sockets[0].getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
     workers = f"; {len(sockets)} workers" if len(sockets) > 1 else ""
     log.info(
-        "people-service ready on http://%s:%s (GraphQL: /graphql%s)%s",
-        f"[{host}]" if ":" in host else host,
-        port,
-        workers,
-        hint,
+        "people-service ready on http://%s:%s (GraphQL: /graphql%s)%s", shown, port, workers, hint
     )
     if len(sockets) == 1:
         status = serve(app, sockets, **options)

@@ -204,7 +204,7 @@ def build_spec(app, exempt: set[str]) -> dict:
         info={
             "description": "People, friendships and messages over REST; the same data over "
             "GraphQL at /graphql. Errors are RFC 9457 problem documents. Every answer carries "
-            "X-Request-ID; rate-limited ones X-RateLimit-Limit, -Remaining and -Reset.",
+            "X-Request-ID; rate-limited ones X-RateLimit-Limit, -Remaining and -Reset."
         },
     )
     # `format: email` would promise RFC 5322 addresses: schemas.EMAIL_PATTERN says what is taken

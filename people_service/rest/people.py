@@ -93,13 +93,7 @@ def paged_response(entries: list, total: int, query: dict):
 @doc(
     "List people (id and name): filtered, sorted (by id unless `sort` says otherwise), paged",
     query=schemas.PeopleQuerySchema,
-    ok={
-        200: (
-            "A page of people.",
-            shapes.PersonEntrySchema(many=True),
-            ["X-Total-Count", "Link"],
-        )
-    },
+    ok={200: ("A page of people.", shapes.PersonEntrySchema(many=True), ["X-Total-Count", "Link"])},
 )
 def list_people():
     args = request.args
@@ -193,11 +187,7 @@ def update_person(person_id):
 
 @bp.delete("/person/<id:person_id>")
 @required
-@doc(
-    "Delete a person with their friendships and messages",
-    headers=["If-Match"],
-    ok=NO_CONTENT,
-)
+@doc("Delete a person with their friendships and messages", headers=["If-Match"], ok=NO_CONTENT)
 def delete_person(person_id):
     service.delete_person(get_store(), person_id, if_match())
     return empty_response()
@@ -209,11 +199,7 @@ def delete_person(person_id):
     "A person's friends (id and name), ordered by id",
     query=schemas.PageSchema,
     ok={
-        200: (
-            "A page of friends.",
-            shapes.PersonEntrySchema(many=True),
-            ["X-Total-Count", "Link"],
-        )
+        200: ("A page of friends.", shapes.PersonEntrySchema(many=True), ["X-Total-Count", "Link"])
     },
 )
 def list_friends(person_id):

@@ -32,12 +32,12 @@ SCHEMA = """
 """
 
 # Add `amount` to a live counter, or start it afresh (a counter past its expiry counts as 0).
-ADD = """
-    INSERT INTO counters (key, value, expires_at) VALUES (:key, :amount, :expires)
-    ON CONFLICT (key) DO UPDATE SET
+UPSERT = """ON CONFLICT (key) DO UPDATE SET
         value = CASE WHEN expires_at > :now THEN value + :amount ELSE :amount END,
-        expires_at = CASE WHEN expires_at > :now THEN expires_at ELSE :expires END
-    RETURNING value
+        expires_at = CASE WHEN expires_at > :now THEN expires_at ELSE :expires END"""
+ADD = f"""
+    INSERT INTO counters (key, value, expires_at) VALUES (:key, :amount, :expires)
+    {UPSERT} RETURNING value
 """
 
 # The sliding window's check-and-add as one (atomic) statement: no row back when over `limit`.
@@ -46,9 +46,7 @@ ACQUIRE = f"""
     INSERT INTO counters (key, value, expires_at)
     SELECT :key, :amount, :expires
     WHERE CAST(:weight * {PREVIOUS} AS INTEGER) + :amount <= :limit
-    ON CONFLICT (key) DO UPDATE SET
-        value = CASE WHEN expires_at > :now THEN value + :amount ELSE :amount END,
-        expires_at = CASE WHEN expires_at > :now THEN expires_at ELSE :expires END
+    {UPSERT}
     WHERE CAST(:weight * {PREVIOUS} + CASE WHEN expires_at > :now THEN value ELSE 0 END
                AS INTEGER) + :amount <= :limit
     RETURNING value

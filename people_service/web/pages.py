@@ -75,19 +75,10 @@ def content_security_policy(*, inline_styles: bool = False, origin: str = "") ->
     extra = f" {origin}" if origin else ""
     scripts = "'self'" + extra
     styles = "'self'" + (" 'unsafe-inline'" if inline_styles else "") + extra
-    return "; ".join(
-        (
-            "default-src 'none'",
-            f"script-src {scripts}",
-            f"style-src {styles}",
-            f"img-src 'self' data:{extra}",
-            f"font-src 'self' data:{extra}",
-            "connect-src 'self'",
-            "manifest-src 'self'",
-            "base-uri 'none'",
-            "form-action 'none'",
-            "frame-ancestors 'none'",
-        )
+    return (
+        f"default-src 'none'; script-src {scripts}; style-src {styles}; "
+        f"img-src 'self' data:{extra}; font-src 'self' data:{extra}; connect-src 'self'; "
+        "manifest-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
     )
 
 
