@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from importlib.metadata import PackageNotFoundError, version
 
 from apispec import APISpec
@@ -40,17 +41,11 @@ HEADER_PARAMS = {
 }
 
 
-DOC_DEFAULTS = {
-    "description": None,
-    "query": None,
-    "body": None,
-    # one media type: client generators make code that does not import for several
-    "body_type": "application/json",
-    "headers": (),
-    "errors": (),
-    "auth": True,
-    "tag": "people",
-}
+# a body has one media type (body_type): client generators make code that fails for several
+DOC_DEFAULTS = dict(
+    description=None, query=None, body=None, body_type="application/json", headers=(), errors=()
+)
+DOC_DEFAULTS.update(auth=True, tag="people")
 
 
 def doc(summary: str, *, ok: dict, **meta):
@@ -230,9 +225,7 @@ def build_spec(app, exempt: set[str]) -> dict:
     paths: dict[str, dict] = {}
     for rule in rules:
         view = app.view_functions[rule.endpoint]
-        path = rule.rule
-        for name in rule.arguments:
-            path = path.replace(f"<id:{name}>", "{" + name + "}")
+        path = re.sub(r"<id:(\w+)>", r"{\1}", rule.rule)
         limited = rule.endpoint not in exempt
         names = operation_ids(view.__name__, methods_of[rule.endpoint])
         for method in sorted(rule.methods - {"HEAD", "OPTIONS"}):

@@ -81,13 +81,6 @@ def operation_label(name: str | None) -> str:
     return name
 
 
-def record_operation(name: str | None, kind: str, cost: int) -> None:
-    """Count one GraphQL operation that ran, with the cost it was charged."""
-    label = operation_label(name)
-    OPERATIONS.labels(label, kind).inc()
-    COST.labels(label).observe(cost)
-
-
 def _start() -> None:
     g.metrics_started = time.perf_counter()
 
@@ -103,7 +96,9 @@ def _record(response: Response) -> Response:
         LATENCY.labels(route, method).observe(time.perf_counter() - started)
     operation = g.get("graphql_operation")  # (name, type, cost), set once an operation ran
     if operation is not None:
-        record_operation(*operation)
+        name, kind, cost = operation
+        OPERATIONS.labels(operation_label(name), kind).inc()
+        COST.labels(operation_label(name)).observe(cost)
     if status == 429:
         REFUSALS.labels(route).inc()
     elif status in STORE_ERROR_STATUSES:
