@@ -91,7 +91,7 @@ def init_app(app, *, unlimited=frozenset(), handshake=frozenset()) -> Limiter:
                     pass  # the view answers the error; it costs 1
                 if g.rate_limit_cost is None:
                     g.rate_limit_cost = 0
-                    hit(current_app.config["ANONYMOUS_RATE_LIMIT"], "refused:" + key())
+                    short(config["ANONYMOUS_RATE_LIMIT"], "refused:" + key(), charge=True)
         return g.rate_limit_cost
 
     def refusal_detail() -> str:
@@ -107,18 +107,10 @@ def init_app(app, *, unlimited=frozenset(), handshake=frozenset()) -> Limiter:
     def args(counter: str, scope: str = SCOPE) -> list[str]:
         return [prefix, counter, scope] if prefix else [counter, scope]
 
-    def short(written: str, counter: str, amount: int = 1, scope: str = SCOPE):
-        """The first window of `written` without room for `amount`, or None; charges nothing."""
-        for item in parse_many(written):
-            if not limiter.limiter.test(item, *args(counter, scope), cost=amount):
-                return item
-        return None
-
-    def hit(written: str, counter: str, scope: str = SCOPE):
-        for item in parse_many(written):
-            if not limiter.limiter.hit(item, *args(counter, scope)):
-                return item
-        return None
+    def short(written: str, counter: str, scope: str = SCOPE, charge: bool = False):
+        """The first window of `written` without room for a hit, or None; `charge`: take it."""
+        room = limiter.limiter.hit if charge else limiter.limiter.test
+        return next((i for i in parse_many(written) if not room(i, *args(counter, scope))), None)
 
     def refusal(item, counter: str, detail: str, scope: str = SCOPE) -> RateLimited:
         reset, remaining = limiter.limiter.get_window_stats(item, *args(counter, scope))
@@ -158,7 +150,7 @@ def init_app(app, *, unlimited=frozenset(), handshake=frozenset()) -> Limiter:
         request.max_content_length = HANDSHAKE_MAX_BODY  # 413 beyond
         counter = handshake_key()
         try:
-            item = hit(current_app.config["AUTH_RATE_LIMIT"], counter, "login")
+            item = short(config["AUTH_RATE_LIMIT"], counter, "login", charge=True)
         except Exception:
             return  # the storage is down; the address's limit still holds (in memory)
         if item is not None:
