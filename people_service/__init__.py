@@ -43,8 +43,7 @@ def prepare_directory(database: str) -> None:
     os.makedirs(directory)  # data/ of a fresh clone or install: one command serves the demo
 
 
-# Every app of this process: at exit their pending usage counts are written, whichever WSGI
-# server ran them (a weak set, so that apps a test throws away are not kept alive).
+# Every app of this process, whose pending usage counts are written at exit (whatever served it)
 _apps: weakref.WeakSet = weakref.WeakSet()
 
 
@@ -57,19 +56,13 @@ def _close_apps() -> None:
 def create_app(config: dict | None = None) -> Flask:
     """The WSGI app; `config` overrides PEOPLE_SERVICE_* settings (same names)."""
     # Flask and Ariadne are imported here, not with the package: the CLI starts without them
-    from .graphql.view import bp as graphql_bp
-    from .rest.front import bp as front_bp
-    from .rest.messages import bp as messages_bp
-    from .rest.ops import bp as ops_bp
-    from .rest.params import IdConverter
-    from .rest.people import bp as people_bp
-    from .rest.tokens import bp as tokens_bp
+    from .graphql import view as graphql
+    from .rest import front, messages, ops, params, people, tokens
     from .web import Services, cors, lifecycle, metrics, pages, problems, ratelimit
 
     options = settings.load(config)
     # the level only: handlers are set up by the serving code or the first request (lifecycle)
     logging.getLogger("people_service").setLevel(str(options["LOG_LEVEL"]).upper())
-    # web.pages serves static files, cached its way
     app = lifecycle.App(__name__, static_folder=None)
     app.config.update(options)
     app.config["MAX_CONTENT_LENGTH"] = options["MAX_BODY_BYTES"]
@@ -86,17 +79,16 @@ def create_app(config: dict | None = None) -> Flask:
         token_secret=token_secret,
         unlimited={"ops.health"},
     )
-    app.url_map.converters["id"] = IdConverter
-    # werkzeug answers /person//2 and defaults-equivalent URLs with a 308 to an absolute URL built
-    # from the Host header; here they are unknown paths (404), and no redirect is ever built
+    app.url_map.converters["id"] = params.IdConverter
+    # /person//2 is an unknown path (404), not a 308 to a URL built from the Host header
     app.url_map.merge_slashes = False
     app.url_map.redirect_defaults = False
     if options["METRICS"]:
         metrics.init_app(app)  # first: it times every other hook
     problems.init_app(app)
     lifecycle.init_app(app)  # before the limiter: its after_request must run after the limiter's
-    for blueprint in (people_bp, messages_bp, ops_bp, tokens_bp, graphql_bp, front_bp, pages.bp):
-        app.register_blueprint(blueprint)
+    for module in (people, messages, ops, tokens, graphql, front, pages):
+        app.register_blueprint(module.bp)
     cors.init_app(app)  # before the limiter: preflights are answered before anyone is charged
     services.limiter = ratelimit.init_app(
         app, unlimited=services.unlimited, handshake={"tokens.issue_token"}

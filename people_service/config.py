@@ -18,14 +18,11 @@ DEFAULTS: dict[str, object] = {
     "TOKEN_TTL": 3600,
     # default limit of every API key and user, read at request time
     "RATE_LIMIT": "600/minute",
-    # limit of requests without valid credentials, per client address; also of the GraphQL
-    # queries each caller gets refused as too complex (they cost the caller nothing)
+    # limit per address without valid credentials, and of each caller's too-complex queries
     "ANONYMOUS_RATE_LIMIT": "60/minute",
     # limit of the token handshake, per client address and username
     "AUTH_RATE_LIMIT": "10/minute",
-    # where the rate-limit counters live: memory:// (this process), sqlite://PATH (every
-    # process of this machine), redis://host:port (every machine); unset or a bare sqlite://:
-    # the counters file beside the database
+    # rate-limit counters: memory://, sqlite://[PATH] or redis://host:port; unset: beside DATABASE
     "RATE_LIMIT_STORAGE": "",
     # prefix of the counters' keys, so several deployments can share one Redis
     "RATE_LIMIT_PREFIX": "people-service",
@@ -114,14 +111,7 @@ def check(config: dict) -> None:
         )
     if str(config["LOG_LEVEL"]).upper() not in LOG_LEVELS:
         raise ConfigError(f"{PREFIX}LOG_LEVEL must be one of {', '.join(LOG_LEVELS)}")
-    for name in (
-        "TOKEN_TTL",
-        "GRAPHQL_MAX_DEPTH",
-        "GRAPHQL_MAX_COST",
-        "GRAPHQL_MAX_ALIASES",
-        "MAX_BODY_BYTES",
-        "USAGE_FLUSH_SECONDS",
-    ):
+    for name in [name for name, value in DEFAULTS.items() if type(value) is int]:
         value = config[name]
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ConfigError(f"{PREFIX}{name} must be a positive integer")
@@ -161,8 +151,7 @@ def cors_origins(value) -> list[str]:
 
 
 def check_storage(storage: str) -> str:
-    """Return `storage` if it is empty (the counters file beside the database) or names a
-    storage this service supports; whether it can be used shows when the app is built."""
+    """Return `storage` if it is empty or names a storage this service supports."""
     if not storage or storage.startswith(STORAGE_SCHEMES):
         return storage
     raise ConfigError(
@@ -171,16 +160,22 @@ def check_storage(storage: str) -> str:
     )
 
 
-def check_rate_limit(value, what: str = "rate limit") -> str:
-    """Return `value` if flask-limiter can parse it, e.g. '600/minute' or '10/second;500/hour'."""
+def limit_problem(value) -> str | None:
+    """What is wrong with a rate limit such as '10/second;500/hour', or None."""
     try:
         items = parse_many(str(value)) if value else None
-        if not items:
-            raise ValueError
     except ValueError:
-        raise ConfigError(
-            f"{what} must look like '600/minute' or '100 per hour', not {value!r}"
-        ) from None
+        items = None
+    if not items:
+        return "look like '600/minute' or '100 per hour'"
     if any(item.amount < 1 for item in items):  # 429 forever, Retry-After inviting retries
-        raise ConfigError(f"{what} must allow at least one request in each window, not {value!r}")
+        return "allow at least one request in each window"
+    return None
+
+
+def check_rate_limit(value, what: str = "rate limit") -> str:
+    """Return `value` if flask-limiter can parse it; raises ConfigError."""
+    problem = limit_problem(value)
+    if problem:
+        raise ConfigError(f"{what} must {problem}, not {value!r}")
     return str(value)

@@ -1,5 +1,4 @@
-"""Logging: one line per record whatever a client sent, written to stderr by a thread from a
-bounded queue, so that a stalled stderr never blocks a request."""
+"""Logging: one line per record whatever a client sent, to stderr through a bounded queue."""
 
 from __future__ import annotations
 
@@ -14,33 +13,25 @@ import string
 import threading
 from urllib.parse import quote
 
-# Control characters (C0, DEL, C1), Unicode's line and paragraph separators and its
-# bidirectional controls: in a logged value they could end a line or disguise its text.
+# Control characters, line separators and bidirectional controls: they could end or disguise a line
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
 QUEUE_SIZE = 10_000
 ACCESS = "people_service.access"
 
-# A logged URL keeps printable ASCII but the space; anything else is percent-encoded, so that
-# the URL stays one field of its line (and a "?" in the path is not taken for the query's).
-# Longer URLs are cut to MAX_URL characters.
+# A logged URL keeps printable ASCII but the space (and "?" of the path): it stays one field
 _URL_SAFE = "".join(char for char in string.punctuation if char not in "%?")
 MAX_URL = 2000
 _WORD = string.ascii_letters + string.digits + "_.-"  # what credentials are made of
-# What the service issues as credentials: API keys (ps_ and 43 URL-safe characters) and JWTs
-# (three base64url parts, the first a JSON object: "eyJ"). Wherever a client puts one in a URL
-# (they are only read from headers), the access log writes [redacted] for its word. A word
-# is matched from its start only (the look-behind), which keeps the search linear.
+# Words that may be API keys (ps_...) or JWTs (eyJ...), matched from their start (linear time)
 _SUSPECT = re.compile(r"(?<![\w.-])[\w.-]*?(?:ps_|eyJ)[\w.-]*", re.ASCII)
 _KEY = re.compile(r"ps_[\w-]{20}", re.ASCII)
-# Query parameters whose name says they hold a secret (password=, api_key=, ...).
 _SECRET_NAME = re.compile("pass|secret|token|key", re.I)
 _REDACTED = "[redacted]"
 
 
 def logged_url(path: str, query: bytes = b"") -> str:
     """The URL of a request as its access line shows it: one field, at most MAX_URL characters
-    (cut between words, so no credential is cut in two), without the credentials a client put
-    in it. Linear in the input."""
+    (cut between words), without credentials."""
     url = quote(path[: MAX_URL + 1], safe=_URL_SAFE)  # the path is decoded: "%" is encoded
     if query:
         url += "?" + quote(query[: MAX_URL + 1], safe=_URL_SAFE + "%?")  # as it was sent
@@ -78,9 +69,7 @@ def escape(text: str) -> str:
 
 
 class OneLineFormatter(logging.Formatter):
-    """Formats a record as one line: the message escaped; a traceback's lines indented below
-    it, so nothing a client sent can start a line of its own. Access lines are the message
-    alone; others say level, logger and request id."""
+    """The message escaped, a traceback indented below it; access lines are the message alone."""
 
     def __init__(self):
         super().__init__("%(levelname)s %(name)s [%(request_id)s]: %(message)s")
@@ -97,22 +86,18 @@ class OneLineFormatter(logging.Formatter):
 
 
 class DroppingQueueHandler(logging.handlers.QueueHandler):
-    """Formats a record in the thread that logs it and queues the line; when the queue is full
-    (stderr stalled) the line is dropped and counted, and the count goes before the next line
-    queued. (`Handler.handle` holds the handler's lock around this.)"""
+    """Drops records while the queue is full (stderr stalled), and says how many later."""
 
     dropped = 0
 
     def enqueue(self, record: logging.LogRecord) -> None:
         try:
             if self.dropped:
-                warning = {
-                    "name": "people_service",
-                    "levelno": logging.WARNING,
-                    "levelname": "WARNING",
-                }
-                warning["msg"] = f"{self.dropped} log lines were dropped: stderr did not keep up"
-                self.queue.put_nowait(self.prepare(logging.makeLogRecord(warning)))
+                msg = f"{self.dropped} log lines were dropped: stderr did not keep up"
+                warning = logging.LogRecord(
+                    "people_service", logging.WARNING, "", 0, msg, None, None
+                )
+                self.queue.put_nowait(self.prepare(warning))
                 self.dropped = 0
             self.queue.put_nowait(record)
         except queue.Full:
@@ -125,8 +110,7 @@ _lock = threading.Lock()
 
 
 def operator_configured() -> bool:
-    """Whether logging is set up already (handlers on the root or the people_service logger):
-    then the service's lines go where that configuration says."""
+    """Whether logging is set up already (handlers on the root or the people_service logger)."""
     return bool(logging.getLogger().handlers or logging.getLogger("people_service").handlers)
 
 
@@ -137,10 +121,8 @@ def install() -> None:
 
 
 def take_over() -> None:
-    """Write the people_service logs to stderr, once per process, and only there (they do not
-    propagate to handlers the root logger may get later, as from waitress-serve): access lines
-    as they are, others with level, logger and request id. A no-op when the people_service
-    logger has handlers."""
+    """Write the people_service logs to stderr only, once per process (unless the logger has
+    handlers)."""
     global _handler
     if _handler is not None:
         return
@@ -148,7 +130,7 @@ def take_over() -> None:
         package = logging.getLogger("people_service")
         if package.handlers:
             return
-        from .web.lifecycle import RequestIdFilter  # the request id of the line, if any
+        from .web.lifecycle import RequestIdFilter
 
         _handler = DroppingQueueHandler(queue.Queue(QUEUE_SIZE))
         _handler.setFormatter(OneLineFormatter())

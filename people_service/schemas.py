@@ -1,17 +1,14 @@
-"""Marshmallow schemas: the input rules shared by REST, GraphQL and the OpenAPI document.
-
-This module is long because every input rule lives in it, so that REST, GraphQL, the CLI and
-the OpenAPI document cannot disagree about one.
-"""
+"""Marshmallow schemas: every input rule of REST, GraphQL, the CLI and the OpenAPI document
+(long because all of them live here, so that no two can disagree)."""
 
 from __future__ import annotations
 
 import re
 
-from limits import parse_many
 from marshmallow import EXCLUDE, RAISE, Schema, ValidationError, fields, validate, validates_schema
 
 from . import passwords
+from .config import limit_problem
 from .errors import Invalid, ServiceError
 
 MAX_OFFSET = 2**31 - 1
@@ -103,10 +100,7 @@ class Count(WholeNumber):
         return super()._deserialize(value, attr, data, **kwargs)
 
 
-# marshmallow's Email rule, written out for the OpenAPI document in its ASCII form: a dot-atom
-# local part, then a domain of labels (1-63 letters, digits or inner hyphens) and a top label of
-# 2-6 letters or 2+ letters, digits or hyphens, or an IPv4 literal, or `localhost`. (The server
-# also takes quoted local parts and non-ASCII letters, which the pattern leaves out.)
+# marshmallow's Email rule in its ASCII form, for the OpenAPI document
 _ATOM = r"[-!#$%&'*+/=?^`{}|~0-9A-Za-z_]+"
 _LABEL = r"[0-9A-Za-z](?:[0-9A-Za-z-]{0,61}[0-9A-Za-z])?"
 _OCTET = r"(?:25[0-5]|2[0-4][0-9]|[01]?[0-9]?[0-9])"
@@ -183,17 +177,13 @@ def _sort_pattern(keys: tuple[str, ...]) -> str:
     return "|".join(alternatives)
 
 
-# Every valid `sort` value and nothing else, for the OpenAPI document (the field's own
-# checks below give the clearer messages).
+# Every valid `sort` value, for the OpenAPI document (the field's checks give the messages)
 SORT_PATTERN = f"^({_sort_pattern(SORT_KEYS)})$"
 SORT_RULE = "use id, name or age, each optionally prefixed with '-' (descending)"
 
 
 class SortOrder(fields.String):
-    """A sort order: 'name,-age' from a query string, or a list of such items from GraphQL.
-
-    Loads as a tuple of (key, descending) pairs; each key at most once.
-    """
+    """'name,-age' (REST) or a list of such items (GraphQL), as (key, descending) pairs."""
 
     def _deserialize(self, value, attr, data, **kwargs):
         if isinstance(value, str):
@@ -294,21 +284,10 @@ class RateLimit(fields.String):
 
     def _deserialize(self, value, attr, data, **kwargs):
         text = super()._deserialize(value, attr, data, **kwargs)
-        try:
-            items = parse_many(text)
-            if not items:
-                raise ValueError
-        except ValueError:
-            raise ValidationError("Must look like '600/minute' or '100 per hour'.") from None
-        if not allows_requests(items):
-            raise ValidationError("Must allow at least one request in each window.")
+        problem = limit_problem(text)
+        if problem:
+            raise ValidationError(f"Must {problem}.")
         return text
-
-
-def allows_requests(items) -> bool:
-    """Whether every window of a parsed limit lets a request through ('0/minute' parses, but
-    would answer 429 forever, with a Retry-After that invites retries)."""
-    return all(item.amount >= 1 for item in items)
 
 
 NAME_RULE = "1 to 64 letters, digits or . _ @ -, starting with a letter or digit."
@@ -396,8 +375,7 @@ MAX_UNKNOWN = 10
 
 
 def _pruned(schema: Schema, data: dict) -> tuple[dict, int]:
-    """`data` without the unknown fields past the first MAX_UNKNOWN of each object (nested
-    ones too), and how many were left out: marshmallow's work and answer grow with them."""
+    """`data` without the unknown fields past MAX_UNKNOWN per object, and how many were cut."""
     if schema.unknown != RAISE:
         return data, 0
     known, pruned, unknown, left_out = schema.load_fields, {}, 0, 0
@@ -416,8 +394,7 @@ def _pruned(schema: Schema, data: dict) -> tuple[dict, int]:
 
 
 def load(schema: Schema, data, *, error: type[ServiceError] = Invalid) -> dict:
-    """`data` checked by `schema`; what breaks a rule raises `error` with every field message
-    (but a few of many unknown fields)."""
+    """`data` checked by `schema`; raises `error` with the field messages."""
     if not isinstance(data, dict):  # marshmallow would say only "Invalid input type."
         message = f"Must be a JSON object, not {JSON_KINDS.get(type(data), 'that')}."
         raise error(message, errors={"_schema": [message]})

@@ -24,21 +24,16 @@ from .web import services
 
 log = logging.getLogger("people_service")
 
-# waitress counts a chunked body with its framing: room above MAX_BODY_BYTES, so that bodies
-# near the limit reach the app, which refuses those over it (413 problem+json); waitress
-# refuses larger ones itself before reading them whole (its own plain-text 413)
+# room above MAX_BODY_BYTES for chunked framing, so the app (not waitress) refuses bodies near it
 BODY_SLACK = 64 * 1024
 MAX_HEADER_BYTES = 64 * 1024
-# open files a process needs beside its connections (listening sockets, databases, pipes)
-SPARE_FILES = 64
+SPARE_FILES = 64  # open files a process needs beside its connections
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
-# prometheus-client's multiprocess mode: each process writes its samples to files there
 METRICS_DIR = "PROMETHEUS_MULTIPROC_DIR"
 
 
 def listen(host: str, port: int, count: int) -> list[socket.socket]:
-    """`count` listening sockets on one address: with several, each has SO_REUSEPORT and the
-    kernel spreads new connections evenly among them (one per worker). Raises OSError."""
+    """`count` listening sockets on one address (SO_REUSEPORT with several). Raises OSError."""
     family, kind, proto, _, address = socket.getaddrinfo(
         host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
     )[0]
@@ -87,8 +82,7 @@ def bootstrap(store, demo: bool, out=sys.stdout) -> str:
 
 
 def run(overrides: dict, sockets: list[socket.socket], *, demo: bool, **options) -> int:
-    """Serve on `sockets` (one process, or one worker process each) until SIGTERM or SIGINT;
-    on a first start, `demo` loads the demo. Returns the exit status."""
+    """Serve on `sockets` (a worker process each, if several) until SIGTERM or SIGINT."""
     for number in STOP_SIGNALS:  # a signal during start-up stops it cleanly too
         signal.signal(number, _stop)
     logs.install()  # the serving process sets up logging; loading the app does not
@@ -98,13 +92,10 @@ def run(overrides: dict, sockets: list[socket.socket], *, demo: bool, **options)
     app = create_app(overrides)
     hint = bootstrap(services(app).store, demo)
     host, port = sockets[0].getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
     workers = f"; {len(sockets)} workers" if len(sockets) > 1 else ""
     log.info(
-        "people-service ready on http://%s:%s (GraphQL: /graphql%s)%s",
-        f"[{host}]" if ":" in host else host,
-        port,
-        workers,
-        hint,
+        "people-service ready on http://%s:%s (GraphQL: /graphql%s)%s", shown, port, workers, hint
     )
     if len(sockets) == 1:
         status = serve(app, sockets, **options)
@@ -130,16 +121,13 @@ def allow_connections(limit: int) -> None:
 
 
 def serve(app, sockets, *, threads: int, connection_limit: int, channel_timeout: int) -> int:
-    """Serve `app` with waitress on `sockets` until SIGTERM or SIGINT, then let the requests
-    that are running finish and send their answers, write the usage counts and return 0."""
+    """Serve `app` with waitress until SIGTERM or SIGINT, then finish the running requests."""
     server = create_server(
         app,
         sockets=sockets,
         threads=threads,
         ident="people-service",
-        # waitress reads every request whole in its event loop, before a thread runs it: a slow
-        # client holds one of `connection_limit` connections, never a thread; one that sends
-        # nothing for `channel_timeout` seconds is closed (checked every `cleanup_interval`)
+        # a slow client holds a connection, never a thread, and is closed after channel_timeout
         connection_limit=connection_limit,
         channel_timeout=channel_timeout,
         cleanup_interval=1,
@@ -149,30 +137,25 @@ def serve(app, sockets, *, threads: int, connection_limit: int, channel_timeout:
         # forwarded headers reach the app, which believes them only from TRUSTED_PROXY
         clear_untrusted_proxy_headers=False,
     )
-    # waitress warns "Task queue depth is N" on nearly every request under load: noise that
-    # costs CPU; saturation shows in the access log's durations instead
+    # "Task queue depth is N" on nearly every request under load: noise
     logging.getLogger("waitress.queue").setLevel(logging.ERROR)
     for number in STOP_SIGNALS:
         signal.signal(number, _stop)
-    # On SystemExit waitress's loop stops and its threads finish the requests they run (5 s
-    # at most); each thread sends its answer itself. Requests still waiting for a thread
-    # are dropped with their connections.
+    # on SystemExit waitress's threads finish the requests they run; waiting ones are dropped
     server.run()
     services(app).close()
     return 0
 
 
 def _stop(signum, frame):
-    # Only the first signal counts: Ctrl-C reaches every process of the group, and the parent
-    # of workers forwards it; a second one must not cut short the requests being finished.
+    # only the first signal counts: Ctrl-C reaches every worker twice (directly and forwarded)
     for number in STOP_SIGNALS:
         signal.signal(number, signal.SIG_IGN)
     raise SystemExit(0)
 
 
 def share_metrics() -> None:
-    """Let /metrics add up every worker: PROMETHEUS_MULTIPROC_DIR emptied of an earlier run's
-    samples, or a fresh directory that this process removes when it ends."""
+    """Let /metrics add up every worker: PROMETHEUS_MULTIPROC_DIR emptied, or a fresh one."""
     directory = os.environ.get(METRICS_DIR)
     if directory:
         for stale in glob.glob(os.path.join(directory, "*.db")):
@@ -188,8 +171,7 @@ def share_metrics() -> None:
 
 
 def serve_workers(overrides: dict, sockets: list[socket.socket], **options) -> int:
-    """One forked worker process per socket, each serving as `serve` does; a worker that dies
-    is replaced; SIGTERM or SIGINT is passed on to every worker, and returns 0 once all ended."""
+    """A forked worker per socket, replaced if it dies; SIGTERM or SIGINT is passed on to all."""
     workers: dict[int, socket.socket] = {}
     stopping = False
 

@@ -17,9 +17,6 @@ class CommandError(click.ClickException):
     """A problem to report on one line of stderr (exit status 1)."""
 
 
-# -- the database a command works on --------------------------------------------------------
-
-
 DATABASE_HELP = (
     "SQLite file or postgresql:// URL (default: PEOPLE_SERVICE_DATABASE, else data/people.db "
     "in the working directory)."
@@ -31,10 +28,9 @@ def _database(ctx, param, value):
     return value if value is not None else ctx.find_root().params.get("database")
 
 
-def database_option(command):
-    return click.option("--db", "database", metavar="PATH", callback=_database, help=DATABASE_HELP)(
-        command
-    )
+database_option = click.option(
+    "--db", "database", metavar="PATH", callback=_database, help=DATABASE_HELP
+)
 
 
 def settings(database: str | None) -> dict:
@@ -43,10 +39,8 @@ def settings(database: str | None) -> dict:
 
 
 def opened(database: str | None, *, create: bool = True) -> Store:
-    """The store of --db, its schema created or upgraded. Without `create`, a SQLite file
-    that does not exist is an error: commands that only read never create a database. With
-    it, the file may be created, but in an existing directory (the default's excepted):
-    ConfigError otherwise."""
+    """The store of --db, its schema created or upgraded; without `create`, a missing SQLite
+    file is an error (commands that only read never create a database)."""
     path = settings(database)["DATABASE"]
     if not create and not is_url(path) and not os.path.exists(path):
         raise CommandError(missing(path))
@@ -56,7 +50,8 @@ def opened(database: str | None, *, create: bool = True) -> Store:
         store = open_store(path)
         store.upgrade_schema()
     except Exception as exc:  # the driver's, the file system's or the schema's: all one line
-        raise CommandError(f"cannot open the database {_shown(path)}: {reason(exc)}") from None
+        shown = path.split("@")[-1] if is_url(path) else path
+        raise CommandError(f"cannot open the database {shown}: {reason(exc)}") from None
     return store
 
 
@@ -76,13 +71,8 @@ def missing(path: str) -> str:
     return f"no database at {path} ({init} makes one)"
 
 
-def _shown(path: str) -> str:
-    return path.split("@")[-1] if is_url(path) else path
-
-
 def reason(exc: BaseException) -> str:
-    """Why `exc` happened, on one line and without its class name (which tells a user
-    nothing): a ServiceError's detail, an OSError's strerror, else the message's first line."""
+    """Why `exc` happened, on one line and without its class name."""
     if isinstance(exc, ServiceError):
         return exc.detail
     if isinstance(exc, OSError) and exc.strerror:
@@ -92,9 +82,8 @@ def reason(exc: BaseException) -> str:
 
 
 def checked(kind: str, field: str):
-    """A click callback that checks a parameter by the rule of `field` of a new key or user
-    (kind "key" or "user"): a bad value is a usage error (exit status 2), found before anything
-    is opened or prompted for."""
+    """A click callback checking a parameter by the rule of `field` of a new key or user: a bad
+    value is a usage error, found before anything is opened or prompted for."""
 
     def callback(ctx, param, value):
         if value is not None:
@@ -126,8 +115,8 @@ def stdin_is_a_terminal() -> bool:
 
 
 def read_password(password_stdin: bool, username: str) -> str:
-    """A password from one line of stdin, or typed twice at a hidden prompt. At the prompt,
-    one that breaks a rule is refused before the confirmation and asked for again."""
+    """A password from one line of stdin, or typed twice at a hidden prompt that refuses one
+    breaking a rule before the confirmation."""
     if password_stdin:
         line = sys.stdin.readline()
         if not line.strip("\r\n"):
@@ -158,22 +147,42 @@ def cli(database):
     logs.install()  # here, not before --version or --help: it imports the web stack
 
 
-SCOPES_HELP = "Comma list of read, write, admin."
-LIMIT_HELP = 'Its own rate limit, e.g. "100/minute" (default: PEOPLE_SERVICE_RATE_LIMIT).'
-
-
 def grant_options(kind: str):
-    """--scopes and --rate-limit of a new key or user (kind "key" or "user"), each checked by
-    the rule create_key or create_user applies."""
+    """--scopes and --rate-limit of a new key or user, checked by the rule create_key or
+    create_user applies."""
     scopes = click.option(
         "--scopes",
         default="read,write",
         show_default=True,
         callback=checked(kind, "scopes"),
-        help=SCOPES_HELP,
+        help="Comma list of read, write, admin.",
     )
-    rate_limit = click.option("--rate-limit", callback=checked(kind, "rate_limit"), help=LIMIT_HELP)
+    rate_limit = click.option(
+        "--rate-limit",
+        callback=checked(kind, "rate_limit"),
+        help='Its own rate limit, e.g. "100/minute" (default: PEOPLE_SERVICE_RATE_LIMIT).',
+    )
     return lambda command: scopes(rate_limit(command))
 
 
-PASSWORD_STDIN_HELP = "Read the password from one line of stdin instead of a prompt."
+password_stdin_option = click.option(
+    "--password-stdin",
+    is_flag=True,
+    help="Read the password from one line of stdin instead of a prompt.",
+)
+
+
+def store_command(group, name: str, argument: str, done: str):
+    """A command of `group` that runs the decorated `view(store, ARGUMENT)`, then echoes `done`."""
+
+    def decorate(view):
+        @group.command(name, help=view.__doc__)
+        @database_option
+        @click.argument(argument)
+        def command(database, **params):
+            view(opened(database), params[argument])
+            click.echo(done.format(params[argument]))
+
+        return command
+
+    return decorate

@@ -61,6 +61,9 @@ def export_file(database, file):
     click.echo(f"exported {count} people, {friendships} friendships", err=True)
 
 
+POSTGRESQL_HELP = "postgresql://user@host:port/database"
+
+
 def postgresql_url(ctx, param, value):
     """--to names a PostgreSQL database: anything else is a usage error (exit status 2)."""
     if not is_url(value):
@@ -70,13 +73,7 @@ def postgresql_url(ctx, param, value):
 
 @cli.command()
 @database_option
-@click.option(
-    "--to",
-    "target",
-    required=True,
-    callback=postgresql_url,
-    help="postgresql://user@host:port/database",
-)
+@click.option("--to", "target", required=True, callback=postgresql_url, help=POSTGRESQL_HELP)
 def migrate(database, target):
     """Copy the whole database into an empty PostgreSQL database, counts checked."""
     source = opened(database, create=False)

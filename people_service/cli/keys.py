@@ -12,6 +12,7 @@ from .base import (
     grant_options,
     opened,
     settings,
+    store_command,
     table,
 )
 
@@ -67,15 +68,6 @@ def keys_list(database):
     table((*columns, "revoked"), rows)
 
 
-@keys.command("revoke")
-@database_option
-@click.argument("name")
-def keys_revoke(database, name):
-    """Refuse the key NAME from now on (every server notices at once)."""
-    credentials.revoke_key(opened(database), name)
-    click.echo(f"revoked API key '{name}'; it is refused from now on")
-
-
 @keys.command("rotate")
 @database_option
 @click.argument("name")
@@ -86,10 +78,13 @@ def keys_rotate(database, name):
     click.echo(key)
 
 
-@keys.command("delete")
-@database_option
-@click.argument("name")
-def keys_delete(database, name):
+@store_command(keys, "revoke", "name", "revoked API key '{}'; it is refused from now on")
+def keys_revoke(store, name):
+    """Refuse the key NAME from now on (every server notices at once)."""
+    credentials.revoke_key(store, name)
+
+
+@store_command(keys, "delete", "name", "deleted API key '{}'")
+def keys_delete(store, name):
     """Forget the key NAME (revoked or not); it is refused from now on."""
-    credentials.delete_key(opened(database), name)
-    click.echo(f"deleted API key '{name}'")
+    credentials.delete_key(store, name)

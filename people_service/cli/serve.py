@@ -9,40 +9,24 @@ import click
 from .base import CommandError, cli, database_option
 
 
+def number(name: str, default: int, help: str, low: int = 1, high: int | None = None):
+    return click.option(
+        name, type=click.IntRange(low, high), default=default, show_default=True, help=help
+    )
+
+
 @cli.command()
 @database_option
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option(
-    "--port", type=click.IntRange(1, 65535), default=8080, show_default=True, help="TCP port."
-)
-@click.option(
-    "--threads",
-    type=click.IntRange(min=1),
-    default=8,
-    show_default=True,
-    help="Threads per process that answer requests.",
-)
-@click.option(
-    "--workers",
-    type=click.IntRange(min=1),
-    default=1,
-    show_default=True,
-    help="Processes; with several, rate limits are shared among them.",
-)
-@click.option(
-    "--connection-limit",
-    type=click.IntRange(min=1),
-    default=1000,
-    show_default=True,
-    help="Open connections at most, per process.",
-)
-@click.option(
+@number("--port", 8080, "TCP port.", high=65535)
+@number("--threads", 8, "Threads per process that answer requests.")
+@number("--workers", 1, "Processes; with several, rate limits are shared among them.")
+@number("--connection-limit", 1000, "Open connections at most, per process.")
+@number(
     "--channel-timeout",
-    type=click.IntRange(min=1),
-    default=15,
-    show_default=True,
-    help="Seconds a connection may send nothing (idle, or in the middle of a request) "
-    "before it is closed.",
+    15,
+    "Seconds a connection may send nothing (idle, or in the middle of a request) before it is "
+    "closed.",
 )
 @click.option(
     "--demo",
@@ -58,8 +42,7 @@ def serve(database, host, port, threads, workers, connection_limit, channel_time
     settings = config.load(overrides)
     storage = settings["RATE_LIMIT_STORAGE"]
     if not storage:
-        # one process counts in memory (the shared file costs it 4-12 % CPU per request);
-        # several share the counters file beside the database, so limits stay exact
+        # one process counts in memory; several share the counters file, so limits stay exact
         overrides["RATE_LIMIT_STORAGE"] = "sqlite://" if workers > 1 else "memory://"
     elif workers > 1 and storage.startswith("memory://"):
         click.echo(

@@ -6,14 +6,15 @@ import click
 
 from .. import credentials
 from .base import (
-    PASSWORD_STDIN_HELP,
     checked,
     cli,
     database_option,
     grant_options,
     opened,
+    password_stdin_option,
     read_password,
     settings,
+    store_command,
     table,
 )
 
@@ -27,7 +28,7 @@ def users():
 @database_option
 @click.argument("username", callback=checked("user", "username"))
 @grant_options("user")
-@click.option("--password-stdin", is_flag=True, help=PASSWORD_STDIN_HELP)
+@password_stdin_option
 def users_create(database, username, scopes, rate_limit, password_stdin):
     """Create the user USERNAME (the password: 15 characters or more, not a common one)."""
     store = opened(database)
@@ -61,7 +62,7 @@ def users_list(database):
 @users.command("passwd")
 @database_option
 @click.argument("username")
-@click.option("--password-stdin", is_flag=True, help=PASSWORD_STDIN_HELP)
+@password_stdin_option
 def users_passwd(database, username, password_stdin):
     """Set a new password for USERNAME; tokens issued before it stop working at once."""
     store = opened(database)
@@ -71,28 +72,21 @@ def users_passwd(database, username, password_stdin):
     click.echo(f"changed the password of '{username}'; its older tokens are refused")
 
 
-@users.command("disable")
-@database_option
-@click.argument("username")
-def users_disable(database, username):
+@store_command(
+    users, "disable", "username", "disabled user '{}'; its tokens are refused from now on"
+)
+def users_disable(store, username):
     """Stop USERNAME from logging in; its tokens stop working at once."""
-    credentials.disable_user(opened(database), username)
-    click.echo(f"disabled user '{username}'; its tokens are refused from now on")
+    credentials.disable_user(store, username)
 
 
-@users.command("enable")
-@database_option
-@click.argument("username")
-def users_enable(database, username):
+@store_command(users, "enable", "username", "enabled user '{}'")
+def users_enable(store, username):
     """Let a disabled USERNAME log in again (old tokens stay refused)."""
-    credentials.enable_user(opened(database), username)
-    click.echo(f"enabled user '{username}'")
+    credentials.enable_user(store, username)
 
 
-@users.command("delete")
-@database_option
-@click.argument("username")
-def users_delete(database, username):
+@store_command(users, "delete", "username", "deleted user '{}'")
+def users_delete(store, username):
     """Forget USERNAME; its tokens stop working at once."""
-    credentials.delete_user(opened(database), username)
-    click.echo(f"deleted user '{username}'")
+    credentials.delete_user(store, username)

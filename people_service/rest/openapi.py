@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from importlib.metadata import PackageNotFoundError, version
 
 from apispec import APISpec
@@ -28,13 +29,10 @@ ERROR_TEXT = {
     503: "The database is unavailable; retry after Retry-After seconds.",
     507: "The database is full; nothing was written. Reads still work.",
 }
-# Statuses any operation can answer: a malformed request (a bad method override, a query
-# parameter it does not take), a body or headers too large, an unexpected failure, the
-# database unavailable.
+# Statuses any operation can answer (a bad override or parameter, too large, a failure)
 ALWAYS = frozenset({400, 413, 431, 500, 503})
 WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
-# When a view serves several methods, the first of these is named as the view; the others
-# get the method as a suffix (update_person for PATCH, update_person_post for POST).
+# A view's first method of these is named as the view, others get a suffix (update_person_post)
 METHOD_ORDER = ("GET", "PUT", "PATCH", "DELETE", "POST")
 HEADER_PARAMS = {
     "If-Match": "Only change the person if its ETag is one of these (or `*`).",
@@ -43,41 +41,21 @@ HEADER_PARAMS = {
 }
 
 
-def doc(
-    summary: str,
-    *,
-    ok: dict,
-    query=None,
-    body=None,
-    body_type="application/json",
-    headers=(),
-    errors=(),
-    auth=True,
-    tag="people",
-    description=None,
-):
-    """Describe a view for the OpenAPI document.
+# a body has one media type (body_type): client generators make code that fails for several
+DOC_DEFAULTS = dict(
+    description=None, query=None, body=None, body_type="application/json", headers=(), errors=()
+)
+DOC_DEFAULTS.update(auth=True, tag="people")
 
-    `ok` maps success statuses to (description, schema or None, response header names);
-    `errors` lists statuses beyond the ones implied by auth, body, path parameters and writes.
-    A body is documented in one media type (`body_type`): generators of clients (such as
-    openapi-python-client) make code that does not import for a body of several.
-    The operation is named after the view (`operationId`).
-    """
+
+def doc(summary: str, *, ok: dict, **meta):
+    """Describe a view for the OpenAPI document (named after it): `ok` maps success statuses to
+    (description, schema or None, header names); `errors` adds statuses to the implied ones."""
+    if meta.keys() - DOC_DEFAULTS.keys():
+        raise TypeError(f"doc() got unknown arguments {sorted(meta.keys() - DOC_DEFAULTS.keys())}")
 
     def mark(view):
-        view.apidoc = {
-            "summary": summary,
-            "description": description,
-            "ok": ok,
-            "query": query,
-            "body": body,
-            "body_type": body_type,
-            "headers": headers,
-            "errors": set(errors),
-            "auth": auth,
-            "tag": tag,
-        }
+        view.apidoc = {**DOC_DEFAULTS, **meta, "summary": summary, "ok": ok}
         return view
 
     return mark
@@ -189,10 +167,7 @@ def _operation(
             "content": {PROBLEM: {"schema": "Problem"}},
         }
     operation["responses"] = responses
-    if meta["auth"]:
-        operation["security"] = [{"ApiKey": []}, {"Bearer": []}]
-    else:
-        operation["security"] = []
+    operation["security"] = [{"ApiKey": []}, {"Bearer": []}] if meta["auth"] else []
     return operation
 
 
@@ -224,11 +199,10 @@ def build_spec(app, exempt: set[str]) -> dict:
         info={
             "description": "People, friendships and messages over REST; the same data over "
             "GraphQL at /graphql. Errors are RFC 9457 problem documents. Every answer carries "
-            "X-Request-ID; rate-limited ones X-RateLimit-Limit, -Remaining and -Reset.",
+            "X-Request-ID; rate-limited ones X-RateLimit-Limit, -Remaining and -Reset."
         },
     )
-    # emails are checked by marshmallow's rule, which schemas.EMAIL_PATTERN writes out;
-    # `format: email` would promise RFC 5322 addresses, some of which the server refuses
+    # `format: email` would promise RFC 5322 addresses: schemas.EMAIL_PATTERN says what is taken
     plugin.map_to_openapi_type(fields.Email, "string", None)
     spec.components.security_scheme(
         "ApiKey", {"type": "apiKey", "in": "header", "name": "X-API-Key"}
@@ -251,9 +225,7 @@ def build_spec(app, exempt: set[str]) -> dict:
     paths: dict[str, dict] = {}
     for rule in rules:
         view = app.view_functions[rule.endpoint]
-        path = rule.rule
-        for name in rule.arguments:
-            path = path.replace(f"<id:{name}>", "{" + name + "}")
+        path = re.sub(r"<id:(\w+)>", r"{\1}", rule.rule)
         limited = rule.endpoint not in exempt
         names = operation_ids(view.__name__, methods_of[rule.endpoint])
         for method in sorted(rule.methods - {"HEAD", "OPTIONS"}):

@@ -20,6 +20,7 @@ strict_query(bp)
 
 PERSON = ("The person.", shapes.PersonOutSchema, ["ETag"])
 NO_CONTENT = {204: ("Done.", None, [])}
+PAGE = ["X-Total-Count", "Link"]
 
 
 def etag_of(person: dict) -> str:
@@ -28,9 +29,8 @@ def etag_of(person: dict) -> str:
 
 
 def if_match():
-    """The request's If-Match and If-None-Match as a precondition on the current person of a
-    write, None without either (RFC 9110 13.1: If-Match compares strongly, If-None-Match
-    weakly, and `*` in If-None-Match, "do not overwrite", fails for any existing person)."""
+    """If-Match (strong) and If-None-Match (weak) as a precondition on the current person of a
+    write (RFC 9110 13.1), None without either."""
     headers = request.headers
     match, none_match = "If-Match" in headers, "If-None-Match" in headers
     if not match and not none_match:
@@ -50,7 +50,7 @@ def if_match():
 
 def _person_response(person: dict, status: int = 200, headers=None):
     response = json_response(person, status, headers)
-    response.set_etag(generate_etag(response.get_data()))
+    response.add_etag()
     if status == 201:
         response.headers["Location"] = url_for("people.get_person", person_id=person["id"])
     return response
@@ -93,13 +93,7 @@ def paged_response(entries: list, total: int, query: dict):
 @doc(
     "List people (id and name): filtered, sorted (by id unless `sort` says otherwise), paged",
     query=schemas.PeopleQuerySchema,
-    ok={
-        200: (
-            "A page of people.",
-            shapes.PersonEntrySchema(many=True),
-            ["X-Total-Count", "Link"],
-        )
-    },
+    ok={200: ("A page of people.", shapes.PersonEntrySchema(many=True), PAGE)},
 )
 def list_people():
     args = request.args
@@ -193,11 +187,7 @@ def update_person(person_id):
 
 @bp.delete("/person/<id:person_id>")
 @required
-@doc(
-    "Delete a person with their friendships and messages",
-    headers=["If-Match"],
-    ok=NO_CONTENT,
-)
+@doc("Delete a person with their friendships and messages", headers=["If-Match"], ok=NO_CONTENT)
 def delete_person(person_id):
     service.delete_person(get_store(), person_id, if_match())
     return empty_response()
@@ -208,13 +198,7 @@ def delete_person(person_id):
 @doc(
     "A person's friends (id and name), ordered by id",
     query=schemas.PageSchema,
-    ok={
-        200: (
-            "A page of friends.",
-            shapes.PersonEntrySchema(many=True),
-            ["X-Total-Count", "Link"],
-        )
-    },
+    ok={200: ("A page of friends.", shapes.PersonEntrySchema(many=True), PAGE)},
 )
 def list_friends(person_id):
     args = request.args

@@ -1,5 +1,4 @@
-"""Rate-limit counters in a SQLite file that every process of a machine shares: the `limits`
-storage of the sqlite:// scheme."""
+"""The `limits` storage of the sqlite:// scheme: counters every process of a machine shares."""
 
 from __future__ import annotations
 
@@ -33,25 +32,21 @@ SCHEMA = """
 """
 
 # Add `amount` to a live counter, or start it afresh (a counter past its expiry counts as 0).
-ADD = """
-    INSERT INTO counters (key, value, expires_at) VALUES (:key, :amount, :expires)
-    ON CONFLICT (key) DO UPDATE SET
+UPSERT = """ON CONFLICT (key) DO UPDATE SET
         value = CASE WHEN expires_at > :now THEN value + :amount ELSE :amount END,
-        expires_at = CASE WHEN expires_at > :now THEN expires_at ELSE :expires END
-    RETURNING value
+        expires_at = CASE WHEN expires_at > :now THEN expires_at ELSE :expires END"""
+ADD = f"""
+    INSERT INTO counters (key, value, expires_at) VALUES (:key, :amount, :expires)
+    {UPSERT} RETURNING value
 """
 
-# The sliding-window counter's check-and-add as one statement: the current window's counter
-# grows by `amount` only if the weighted count of both windows leaves room for it, else no row
-# comes back. A write statement holds SQLite's write lock from its start, so it is atomic.
+# The sliding window's check-and-add as one (atomic) statement: no row back when over `limit`.
 PREVIOUS = "coalesce((SELECT value FROM counters WHERE key = :previous AND expires_at > :now), 0)"
 ACQUIRE = f"""
     INSERT INTO counters (key, value, expires_at)
     SELECT :key, :amount, :expires
     WHERE CAST(:weight * {PREVIOUS} AS INTEGER) + :amount <= :limit
-    ON CONFLICT (key) DO UPDATE SET
-        value = CASE WHEN expires_at > :now THEN value + :amount ELSE :amount END,
-        expires_at = CASE WHEN expires_at > :now THEN expires_at ELSE :expires END
+    {UPSERT}
     WHERE CAST(:weight * {PREVIOUS} + CASE WHEN expires_at > :now THEN value ELSE 0 END
                AS INTEGER) + :amount <= :limit
     RETURNING value
@@ -59,8 +54,7 @@ ACQUIRE = f"""
 
 
 def create_private(path: str) -> int:
-    """Open `path` for writing, created 0600 if missing, never through a symlink; a file that
-    others may read is made private (it holds who called from where)."""
+    """Open `path` for writing, private (0600) and never through a symlink."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
         if os.fstat(fd).st_mode & 0o077:
@@ -72,9 +66,7 @@ def create_private(path: str) -> int:
 
 
 def path_of(uri: str) -> str:
-    """The file a `sqlite://PATH` URI names: everything after `sqlite://`, taken literally
-    (`sqlite:///srv/ratelimits.db` is absolute, `sqlite://data/ratelimits.db` is relative to
-    the working directory)."""
+    """The file of `sqlite://PATH`, taken literally (`sqlite:///srv/x.db` is absolute)."""
     if not uri.startswith(PREFIX):
         raise ConfigurationError(f"not a {PREFIX} URI: {uri!r}")
     path = uri[len(PREFIX) :]
@@ -85,16 +77,11 @@ def path_of(uri: str) -> str:
 
 
 def default_uri(database: str) -> str:
-    """Where the counters of DATABASE live when nothing says otherwise.
-
-    Beside a SQLite database: `<database>.ratelimits`. A PostgreSQL database has no file to
-    sit beside, so one file per database (named by a hash of its URL without credentials) in
-    a directory of the temporary directory that only this user may enter. Raises OSError if
-    that directory is not safely ours.
-    """
+    """Where the counters of DATABASE live by default: `<database>.ratelimits`, or for a
+    PostgreSQL URL a file in a private temporary directory. Raises OSError."""
     if not is_url(database):
         return PREFIX + os.path.abspath(str(database) + ".ratelimits")
-    # where the data is, without user or password: not even a hash of a password in a name
+    # named by where the data is, without user or password
     url = urlsplit(str(database))
     query = [(name, value) for name, value in parse_qsl(url.query) if name != "password"]
     identity = f"{url.hostname}:{url.port}{url.path}?{urlencode(query)}"
@@ -103,8 +90,7 @@ def default_uri(database: str) -> str:
 
 
 def private_directory() -> str:
-    """`<tmp>/people-service-<uid>`, created 0700; refused if another user could have planted
-    it or could write into it (the temporary directory is shared by every user)."""
+    """`<tmp>/people-service-<uid>`, created 0700; OSError if another user could write in it."""
     uid = os.getuid()
     directory = os.path.join(tempfile.gettempdir(), f"people-service-{uid}")
     try:
@@ -118,24 +104,15 @@ def private_directory() -> str:
 
 
 class SQLiteCounters(Storage, SlidingWindowCounterSupport):
-    """A `limits` storage in one SQLite file: `storage_from_string("sqlite:///path/file.db")`.
-
-    Every process that opens the same file shares the counters, and every decision is one
-    statement under SQLite's write lock, so limits are exact however many processes and threads
-    hit them. Writers queue on a thread lock and an flock of `<file>.lock`, which wake the next
-    writer at once, instead of on SQLite's busy handler, which sleeps 1 to 10 ms per retry. A
-    hit that is over the limit already is refused on a plain read, without a lock: a flood of
-    refused requests never queues the accepted ones. WAL with `synchronous = NORMAL`: counters
-    need not outlive a crash of the machine, and the file stays consistent after one. Expired
-    rows are purged as hits go by.
-    """
+    """A `limits` storage in one SQLite file, exact across processes: each decision is one
+    statement. Writers queue on a thread lock and an flock of `<file>.lock` (which wake the next
+    at once, unlike SQLite's busy handler); a hit over the limit is refused on a read alone."""
 
     STORAGE_SCHEME = [SCHEME]
     PURGE_EVERY = 100  # writes of one process between purges of expired rows
-    PURGE_BATCH = 1000  # rows a purge removes at most (10 per write: more than a write adds)
+    PURGE_BATCH = 1000  # rows a purge removes at most: more than the writes between add
 
     def __init__(self, uri: str, wrap_exceptions: bool = False, timeout: float = 5.0, **options):
-        """`timeout`: seconds SQLite waits for a lock that is not ours (a checkpoint)."""
         super().__init__(uri, wrap_exceptions=wrap_exceptions, **options)
         self.path = os.path.abspath(path_of(uri))
         self.timeout = float(timeout)
@@ -150,11 +127,8 @@ class SQLiteCounters(Storage, SlidingWindowCounterSupport):
     def base_exceptions(self) -> type[Exception]:
         return sqlite3.Error
 
-    # -- connections and writes -------------------------------------------------------------
-
     def _connection(self) -> sqlite3.Connection:
-        """This thread's connection; a new one after a fork, or when the file was deleted or
-        replaced (a temporary-file cleaner): counting on in an unlinked file would count alone."""
+        """This thread's connection; a new one after a fork or when the file was replaced."""
         local = self._local
         conn = getattr(local, "conn", None)
         if conn is not None and local.pid == os.getpid() and self._file_id() == local.file_id:
@@ -228,32 +202,22 @@ class SQLiteCounters(Storage, SlidingWindowCounterSupport):
             conn.close()
         self._local = threading.local()
 
-    # -- the fixed window, which every `limits` storage offers ------------------------------
-
     def incr(self, key: str, expiry: int, amount: int = 1) -> int:
-        """Add `amount` to the counter of `key` (which expires `expiry` seconds after it
-        starts); returns the new count."""
+        """Add `amount` to the counter of `key` (expiring `expiry` s after it starts)."""
         now = time.time()
         params = {"key": key, "amount": amount, "now": now, "expires": now + expiry}
         return self._write(self._one, ADD, params)[0]
 
+    def _read(self, sql: str, *params):
+        row = self._connection().execute(sql, params).fetchone()
+        return row[0] if row else None
+
     def get(self, key: str) -> int:
-        row = (
-            self._connection()
-            .execute(
-                "SELECT value FROM counters WHERE key = ? AND expires_at > ?", (key, time.time())
-            )
-            .fetchone()
-        )
-        return row[0] if row else 0
+        sql = "SELECT value FROM counters WHERE key = ? AND expires_at > ?"
+        return self._read(sql, key, time.time()) or 0
 
     def get_expiry(self, key: str) -> float:
-        row = (
-            self._connection()
-            .execute("SELECT expires_at FROM counters WHERE key = ?", (key,))
-            .fetchone()
-        )
-        return row[0] if row else time.time()
+        return self._read("SELECT expires_at FROM counters WHERE key = ?", key) or time.time()
 
     def clear(self, key: str) -> None:
         self._write(self._one, "DELETE FROM counters WHERE key = ?", (key,))
@@ -269,8 +233,6 @@ class SQLiteCounters(Storage, SlidingWindowCounterSupport):
     def reset(self) -> int:
         """Remove every counter; returns how many there were."""
         return self._write(lambda conn: conn.execute("DELETE FROM counters").rowcount)
-
-    # -- the sliding-window counter (the strategy the service uses) --------------------------
 
     @staticmethod
     def _window_keys(key: str, expiry: int, now: float) -> tuple[str, str]:
@@ -298,8 +260,7 @@ class SQLiteCounters(Storage, SlidingWindowCounterSupport):
     def acquire_sliding_window_entry(
         self, key: str, limit: int, expiry: int, amount: int = 1
     ) -> bool:
-        """Add the hit if the weighted count of both windows stays within `limit`; a refused
-        hit adds nothing."""
+        """Add the hit if the weighted count of both windows stays within `limit`."""
         if amount > limit:
             return False
         now, conn = time.time(), self._connection()

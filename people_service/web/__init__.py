@@ -16,14 +16,10 @@ class Services:
 
     store: Store
     usage: UsageTracker
-    # the key that signs and checks login tokens (PEOPLE_SERVICE_SECRET_KEY, or the stored one)
-    token_secret: str
-    # endpoints that are never rate limited
-    unlimited: set[str] = field(default_factory=set)
-    # flask-limiter's Limiter (web.ratelimit.init_app), set once the blueprints are registered
-    limiter: object | None = None
-    # rendered once, on first use
-    explorer: str | None = None
+    token_secret: str  # signs and checks login tokens
+    unlimited: set[str] = field(default_factory=set)  # endpoints never rate limited
+    limiter: object | None = None  # flask-limiter's, set once the blueprints are registered
+    explorer: str | None = None  # rendered once, on first use
     openapi: dict | None = None
 
     def close(self) -> None:

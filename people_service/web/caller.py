@@ -53,10 +53,8 @@ def _resolve() -> Caller | None:
 
 
 def current_caller() -> Caller | None:
-    """The caller of this request (resolved once), None without credentials.
-
-    Raises Unauthorized for credentials that are present but wrong.
-    """
+    """The caller of this request (resolved once), None without credentials; raises
+    Unauthorized for credentials that are present but wrong."""
     state = g._get_current_object()  # one proxy lookup: this runs several times per request
     try:
         caller = state.caller
@@ -92,11 +90,8 @@ def authenticate() -> Caller:
 
 def check_scope(caller: Caller, scope: str) -> None:
     if scope not in caller.scopes:
-        headers = {}
-        if caller.kind == "user":
-            headers["WWW-Authenticate"] = (
-                f'Bearer {REALM}, error="insufficient_scope", scope="{scope}"'
-            )
+        bearer = f'Bearer {REALM}, error="insufficient_scope", scope="{scope}"'
+        headers = {"WWW-Authenticate": bearer} if caller.kind == "user" else {}
         raise with_headers(Forbidden(f"This needs the scope '{scope}'."), headers)
 
 

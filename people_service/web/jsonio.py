@@ -12,10 +12,7 @@ from werkzeug.wrappers import Response
 from ..errors import BadRequest, UnsupportedMediaType
 
 JSON_TYPES = ("application/json",)
-# Arrays and objects inside one another, at most. Python's parser stops near its recursion
-# limit (about 990 levels), but what reads the value afterwards recurses too (the
-# Idempotency-Key fingerprint, marshmallow, GraphQL coercion) and ran out of stack at about
-# 460 levels: a 500. No body of this API nests more than a few levels.
+# Arrays and objects inside one another, at most: what reads a body afterwards recurses too
 MAX_DEPTH = 100
 NESTED_TOO_DEEPLY = "The JSON is nested too deeply."
 PATCH_TYPES = ("application/json", "application/merge-patch+json")
@@ -26,9 +23,8 @@ def _reject_constant(name: str):
 
 
 def _number(text: str) -> float | Decimal:
-    """A JSON number with a fraction or exponent: a float, unless the float would round a
-    number that is not whole to a whole one (1e-400 to 0, 36.0000000000000000001 to 36):
-    that one stays an exact Decimal, which no integer field takes."""
+    """A float, or an exact Decimal where the float would round a fraction to a whole number
+    (1e-400 to 0), so that no integer field takes it."""
     value = float(text)
     if value.is_integer() and Decimal(text) != value:
         return Decimal(text)
@@ -51,8 +47,7 @@ def json_body(types=JSON_TYPES):
 
 
 def parse_json(raw: bytes | str):
-    """Parse JSON strictly: no NaN or Infinity, integers exact; nesting past MAX_DEPTH is a 400,
-    not a crash."""
+    """Parse JSON strictly (no NaN or Infinity, integers exact); raises BadRequest."""
     try:
         text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
         value = json.loads(text, parse_constant=_reject_constant, parse_float=_number)
@@ -92,10 +87,7 @@ def empty_response(status: int = 204, headers=None) -> Response:
 
 
 def dump_json(data) -> bytes:
-    """Compact UTF-8 JSON with a final newline for the shell.
-
-    Text that UTF-8 cannot carry (a lone surrogate echoed back in an error) is \\u-escaped.
-    """
+    """Compact UTF-8 JSON with a final newline; lone surrogates (echoed in errors) \\u-escaped."""
     text = json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n"
     try:
         return text.encode("utf-8")

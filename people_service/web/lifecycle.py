@@ -8,12 +8,7 @@ import time
 import uuid
 
 from flask import Flask, g, has_request_context, request
-from werkzeug.exceptions import (
-    HTTPException,
-    NotFound,
-    RequestEntityTooLarge,
-    default_exceptions,
-)
+from werkzeug.exceptions import NotFound, RequestEntityTooLarge
 from werkzeug.middleware.proxy_fix import ProxyFix
 from werkzeug.routing import RequestRedirect
 from werkzeug.wrappers import Response
@@ -25,22 +20,13 @@ from .pages import secure
 
 access_log = logging.getLogger("people_service.access")
 
-# The environ key under which the server hands over a request it refused before reading it
-# (body or headers too large, unparseable): (status, detail). See server.py.
-REFUSED = "people_service.refused"
-# Statuses that end with their headers: no body, so no Content-Type either.
-BODILESS = (204, 304)
-
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:/+=@-]{1,128}$")
 OVERRIDABLE = frozenset({"PUT", "PATCH", "DELETE"})
 
 
 class MethodOverride:
-    """WSGI middleware: POST with X-HTTP-Method-Override: PUT|PATCH|DELETE acts as that method.
-
-    It runs before routing so that the override reaches the right view and scope check. Any other
-    override value is remembered and refused with 400 by `start_request`.
-    """
+    """WSGI middleware, before routing: POST with X-HTTP-Method-Override: PUT|PATCH|DELETE acts
+    as that method; any other value is refused with 400 by `start_request`."""
 
     def __init__(self, app):
         self.app = app
@@ -61,9 +47,6 @@ def start_request() -> None:
     state.started = time.perf_counter()
     given = req.headers.get("X-Request-ID")
     state.request_id = given if given and _REQUEST_ID.fullmatch(given) else uuid.uuid4().hex
-    refused = req.environ.get(REFUSED)
-    if refused is not None:
-        raise refusal(*refused)
     limit = req.max_content_length
     if limit is not None and (req.content_length or 0) > limit:
         # refused whether or not the view reads the body, as the server refuses larger ones
@@ -77,17 +60,11 @@ def start_request() -> None:
         raise BadRequest(f"X-HTTP-Method-Override must be PUT, PATCH or DELETE, not '{bad}'.")
 
 
-def refusal(status: int, detail: str | None = None) -> HTTPException:
-    """The error for a request the server refused before the app read it."""
-    return default_exceptions.get(status, default_exceptions[400])(detail)
-
-
 def finish_request(response: Response) -> Response:
     state, req = g._get_current_object(), request._get_current_object()
     request_id = state.get("request_id") or uuid.uuid4().hex
     headers = response.headers
-    if response.status_code in BODILESS:
-        # werkzeug gives every Response a default text/plain type; these answers have no body
+    if response.status_code in (204, 304):  # no body: werkzeug's default type does not apply
         headers.pop("Content-Type", None)
     headers["X-Request-ID"] = request_id
     headers["X-Content-Type-Options"] = "nosniff"
@@ -99,8 +76,7 @@ def finish_request(response: Response) -> Response:
         headers["Cache-Control"] = "private, no-cache"
     if access_log.isEnabledFor(logging.INFO):
         elapsed = (time.perf_counter() - state.get("started", time.perf_counter())) * 1000
-        # the caller only if this request authenticated one: a look-up for the log would count
-        # a use; the method and URL are the client's text, made one field each (logs.logged_url)
+        # the caller only if this request authenticated one: a look-up would count a use
         access_log.info(
             f"{time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime())} {request_id} "
             f"{caller.name if caller else '-'} {logs.logged_url(req.method)} "
@@ -118,11 +94,7 @@ class RequestIdFilter(logging.Filter):
 
 
 class TrustedProxy:
-    """WSGI middleware: X-Forwarded-For and -Proto count only when the peer is a trusted proxy.
-
-    Then werkzeug's ProxyFix takes the last address the proxy appended as the client's. It runs
-    under any WSGI server; from anyone else the headers are ignored (they are never read).
-    """
+    """WSGI middleware: werkzeug's ProxyFix (X-Forwarded-For, -Proto), for trusted proxies only."""
 
     def __init__(self, app, proxies: str):
         self.app = app
@@ -151,8 +123,7 @@ class App(Flask):
 
 def init_app(app) -> None:
     if not logs.operator_configured():
-        # whoever serves the app (waitress-serve, gunicorn) may configure logging after loading
-        # it: the app's own lines are set up by its first request, as they were decided now
+        # a WSGI server may configure logging after loading the app: decide at the first request
         app.before_request(logs.take_over)
     app.teardown_request(release_connection)
     app.wsgi_app = MethodOverride(app.wsgi_app)

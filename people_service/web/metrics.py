@@ -20,12 +20,10 @@ from prometheus_client import (
 
 from .caller import authenticate, check_scope
 
-# prometheus-client's own switch: set, every process writes its samples to files there and a
-# scrape adds them up (serve --workers sets it; gunicorn's operator sets it, see docs/).
+# prometheus-client's switch: every process writes its samples there and a scrape adds them up
 MULTIPROCESS_DIR = "PROMETHEUS_MULTIPROC_DIR"
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
-# Operation names come from clients: only this many distinct ones per process get a series of
-# their own, so a client inventing names cannot grow the scrape without bound.
+# Distinct client operation names with a series of their own, so the scrape stays bounded
 MAX_OPERATION_NAMES = 100
 _NAME = re.compile(r"[_A-Za-z][_0-9A-Za-z]{0,63}")
 STORE_ERROR_STATUSES = frozenset({503, 507})  # Unavailable, StorageFull
@@ -83,13 +81,6 @@ def operation_label(name: str | None) -> str:
     return name
 
 
-def record_operation(name: str | None, kind: str, cost: int) -> None:
-    """Count one GraphQL operation that ran, with the cost it was charged."""
-    label = operation_label(name)
-    OPERATIONS.labels(label, kind).inc()
-    COST.labels(label).observe(cost)
-
-
 def _start() -> None:
     g.metrics_started = time.perf_counter()
 
@@ -105,7 +96,9 @@ def _record(response: Response) -> Response:
         LATENCY.labels(route, method).observe(time.perf_counter() - started)
     operation = g.get("graphql_operation")  # (name, type, cost), set once an operation ran
     if operation is not None:
-        record_operation(*operation)
+        name, kind, cost = operation
+        OPERATIONS.labels(operation_label(name), kind).inc()
+        COST.labels(operation_label(name)).observe(cost)
     if status == 429:
         REFUSALS.labels(route).inc()
     elif status in STORE_ERROR_STATUSES:

@@ -10,16 +10,12 @@ from werkzeug.http import parse_accept_header
 HTML = "text/html"
 JSON = "application/json"
 
-# Accept headers longer than this are matched without the cache, so a hostile header is not kept
-_CACHED_HEADER_LENGTH = 1024
+_CACHED_HEADER_LENGTH = 1024  # longer Accept headers are not kept in the cache
 
 
 def _ranges(header: str) -> list[tuple[str, str, float, int]]:
-    """(type, subtype, quality, position) of each media range, parameters other than q dropped.
-
-    werkzeug's own matching compares parameters too, so `application/json; charset=utf-8`
-    would not match `application/json`; the GraphQL-over-HTTP specification allows a charset.
-    """
+    """(type, subtype, quality, position) of each media range, without parameters (werkzeug's
+    matching compares them, but GraphQL-over-HTTP allows `application/json; charset=utf-8`)."""
     ranges = []
     for position, (value, quality) in enumerate(parse_accept_header(header)):
         kind, _, subtype = value.partition(";")[0].strip().lower().partition("/")
@@ -64,11 +60,8 @@ _best_match_cached = lru_cache(maxsize=256)(_best_match)
 
 
 def best_match(offered: tuple[str, ...], header: str | None) -> str | None:
-    """Which of `offered` (best first on a tie) suits an Accept header; None if none does.
-
-    Higher quality wins, then the more specific range (`text/html` over `*/*`), then the range
-    the client listed first. No Accept header (or an empty one) accepts anything.
-    """
+    """Which of `offered` suits an Accept header best (quality, then specificity, then the
+    client's order, then ours); None if none does. No Accept header accepts anything."""
     if header is None or not header.strip():
         return offered[0] if offered else None
     if len(header) > _CACHED_HEADER_LENGTH:

@@ -31,8 +31,7 @@ def _fingerprint(filename: str) -> str:
 
 @bp.get("/static/<path:filename>")
 def asset(filename: str):
-    """A file of people_service/static; URLs the pages use never change content, so they are
-    cached for a year (vendored files sit in versioned folders, ours carry a content hash)."""
+    """A file of people_service/static; versioned and hashed URLs are cached for a year."""
     immutable = filename.startswith("vendor/") or "v" in request.args
     response = send_from_directory(STATIC, filename, max_age=YEAR if immutable else None)
     if immutable:
@@ -42,8 +41,7 @@ def asset(filename: str):
 
 @bp.get("/favicon.ico")
 def favicon():
-    """Browsers ask for it on every page (the pages say `data:`, but JSON documents cannot):
-    no icon, and no 404 in their consoles."""
+    """No icon, and no 404 in the consoles of browsers, which ask for it on every page."""
     response = Response(status=204)
     response.cache_control.max_age = YEAR
     return response
@@ -56,8 +54,7 @@ def asset_url(filename: str) -> str:
 
 
 def vendor_url(package: str, path: str, base: str = "") -> str:
-    """The URL of a file of a vendored npm package: ours, or under `base` (an npm CDN such as
-    https://cdn.jsdelivr.net/npm, which lays packages out the same way)."""
+    """The URL of a file of a vendored npm package: ours, or under `base` (an npm CDN)."""
     spec = f"{package}@{vendored()[package]['version']}"
     if base:
         return f"{base.rstrip('/')}/{spec}/{path}"
@@ -73,25 +70,15 @@ def source_of(base: str) -> str:
 
 
 def content_security_policy(*, inline_styles: bool = False, origin: str = "") -> str:
-    """A policy that allows this server's own scripts, styles, images and fetches, no inline
-    script, and inline styles only where a vendored page sets them (React apps do).
-    `origin` is a CDN the assets may also come from."""
+    """A policy allowing this server's (and `origin`'s) scripts, styles and images, no inline
+    script, and inline styles only where asked (vendored React apps set them)."""
     extra = f" {origin}" if origin else ""
     scripts = "'self'" + extra
     styles = "'self'" + (" 'unsafe-inline'" if inline_styles else "") + extra
-    return "; ".join(
-        (
-            "default-src 'none'",
-            f"script-src {scripts}",
-            f"style-src {styles}",
-            f"img-src 'self' data:{extra}",
-            f"font-src 'self' data:{extra}",
-            "connect-src 'self'",
-            "manifest-src 'self'",
-            "base-uri 'none'",
-            "form-action 'none'",
-            "frame-ancestors 'none'",
-        )
+    return (
+        f"default-src 'none'; script-src {scripts}; style-src {styles}; "
+        f"img-src 'self' data:{extra}; font-src 'self' data:{extra}; connect-src 'self'; "
+        "manifest-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
     )
 
 

@@ -25,20 +25,17 @@ HANDSHAKE_MAX_BODY = 16 * 1024
 
 
 def client_address() -> str:
-    # waitress sets REMOTE_ADDR from X-Forwarded-For only for a configured trusted proxy
     return request.remote_addr or "unknown"
 
 
 def storage_uri(config) -> str:
-    """RATE_LIMIT_STORAGE; unset or a bare sqlite://, the counters file beside the database,
-    which every process of the machine shares, so limits are exact under any WSGI server."""
+    """RATE_LIMIT_STORAGE; unset or a bare sqlite://, the counters file beside the database."""
     configured = config["RATE_LIMIT_STORAGE"]
     return configured if configured not in ("", "sqlite://") else default_uri(config["DATABASE"])
 
 
 def handshake_key() -> str:
-    """The handshake's counter: the client address and the username together, hashed (the
-    counters file need not learn which usernames were tried from where)."""
+    """The handshake's counter: the client address and the username, hashed."""
     try:
         data = json_body() if request.is_json else request.form
     except ServiceError:
@@ -57,21 +54,16 @@ def caller_limit(caller) -> str:
 
 
 def budget() -> tuple[int, str]:
-    """The most one request of this caller can ever cost (its smallest window's amount), and
-    its limit as written: a GraphQL query that costs more is too complex, not rate limited."""
+    """The most one request of this caller can cost (its smallest window), and its limit."""
     limit = caller_limit(peek_caller())
     return min(item.amount for item in parse_many(limit)), limit
 
 
 def init_app(app, *, unlimited=frozenset(), handshake=frozenset()) -> Limiter:
-    """Charge every routed request to its caller. `unlimited`: endpoints never limited;
-    `handshake`: endpoints limited per client address whatever credentials they carry, and
-    per address and username.
-
-    A request costs 1; a GraphQL query its estimated cost, from the view's `rate_limit_cost`
-    (None: refused before it ran, so it costs nothing but counts in the caller's window of
-    refused queries, at ANONYMOUS_RATE_LIMIT).
-    """
+    """Charge every routed request to its caller, except `unlimited` endpoints; `handshake`
+    endpoints are limited per address, and per address and username. A GraphQL query costs
+    its view's `rate_limit_cost()` (None: refused as too complex, costing nothing but counted
+    at ANONYMOUS_RATE_LIMIT)."""
     config = app.config
     prefix = config["RATE_LIMIT_PREFIX"]
 
@@ -90,7 +82,6 @@ def init_app(app, *, unlimited=frozenset(), handshake=frozenset()) -> Limiter:
         return getattr(current_app.view_functions.get(request.endpoint), "rate_limit_cost", None)
 
     def cost() -> int:
-        """The request's cost; flask-limiter asks once the caller is known (key() first)."""
         if "rate_limit_cost" not in g:
             g.rate_limit_cost = 1
             view_cost = measure()
@@ -101,7 +92,7 @@ def init_app(app, *, unlimited=frozenset(), handshake=frozenset()) -> Limiter:
                     pass  # the view answers the error; it costs 1
                 if g.rate_limit_cost is None:
                     g.rate_limit_cost = 0
-                    hit(current_app.config["ANONYMOUS_RATE_LIMIT"], "refused:" + key())
+                    short(config["ANONYMOUS_RATE_LIMIT"], "refused:" + key(), charge=True)
         return g.rate_limit_cost
 
     def refusal_detail() -> str:
@@ -117,18 +108,10 @@ def init_app(app, *, unlimited=frozenset(), handshake=frozenset()) -> Limiter:
     def args(counter: str, scope: str = SCOPE) -> list[str]:
         return [prefix, counter, scope] if prefix else [counter, scope]
 
-    def short(written: str, counter: str, amount: int = 1, scope: str = SCOPE):
-        """The first window of `written` without room for `amount`, or None; charges nothing."""
-        for item in parse_many(written):
-            if not limiter.limiter.test(item, *args(counter, scope), cost=amount):
-                return item
-        return None
-
-    def hit(written: str, counter: str, scope: str = SCOPE):
-        for item in parse_many(written):
-            if not limiter.limiter.hit(item, *args(counter, scope)):
-                return item
-        return None
+    def short(written: str, counter: str, scope: str = SCOPE, charge: bool = False):
+        """The first window of `written` without room for a hit, or None; `charge`: take it."""
+        room = limiter.limiter.hit if charge else limiter.limiter.test
+        return next((i for i in parse_many(written) if not room(i, *args(counter, scope))), None)
 
     def refusal(item, counter: str, detail: str, scope: str = SCOPE) -> RateLimited:
         reset, remaining = limiter.limiter.get_window_stats(item, *args(counter, scope))
@@ -140,9 +123,8 @@ def init_app(app, *, unlimited=frozenset(), handshake=frozenset()) -> Limiter:
         return with_headers(RateLimited(detail), headers)
 
     def check_graphql() -> None:
-        """A caller without a unit left, or past its refused queries, is refused before the
-        document is read or measured. Uses `limits` directly: flask-limiter tests and charges
-        limits in one pass, where this must refuse before the cost is computed."""
+        """Refuse a caller with nothing left, or past its refused queries, before the query is
+        measured (flask-limiter would test and charge in one pass)."""
         found = caller() if measure() is not None else None
         if found is None:
             return
@@ -162,24 +144,21 @@ def init_app(app, *, unlimited=frozenset(), handshake=frozenset()) -> Limiter:
             raise refusal(item, refused, detail)
 
     def check_handshake() -> None:
-        """The handshake's limit per address and username, whose key is in the body: charged
-        after the address (flask-limiter's hook, before this one), so that refusals of the
-        address never use up the username's logins. Uses `limits` directly: flask-limiter
-        orders limits by their windows, not by what must come first."""
+        """The handshake's limit per address and username, charged after the address's (so
+        refusals of the address never use up the username's logins)."""
         if request.endpoint not in handshake:
             return
         request.max_content_length = HANDSHAKE_MAX_BODY  # 413 beyond
         counter = handshake_key()
         try:
-            item = hit(current_app.config["AUTH_RATE_LIMIT"], counter, "login")
+            item = short(config["AUTH_RATE_LIMIT"], counter, "login", charge=True)
         except Exception:
             return  # the storage is down; the address's limit still holds (in memory)
         if item is not None:
             raise refusal(item, counter, f"Too many logins ({item}).", "login")
 
     def only_refusals_retry(response):
-        """flask-limiter sends Retry-After on every limited answer; only a refusal says when
-        to retry. Registered before flask-limiter's hook, so it runs after it."""
+        """Retry-After on refusals only (registered before flask-limiter's, so runs after)."""
         if response.status_code != 429:
             response.headers.pop("Retry-After", None)
         return response
