@@ -211,12 +211,27 @@ def test_a_deleted_file_is_recreated_instead_of_counting_alone(tmp_path, sqlite_
 
 def test_a_forked_process_opens_its_own_connection(tmp_path, monkeypatch, sqlite_only):
     storage = storage_at(tmp_path / "c.db")
-    parents = storage._connection()
+    with storage._borrowed() as parents:
+        pass  # idle again, in the parent's pool
     monkeypatch.setattr(counters.os, "getpid", lambda: -1)  # as seen from a child
-    assert storage._connection() is not parents
+    with storage._borrowed() as childs:
+        assert childs is not parents
     storage.close()  # closes the child's connection, never the parent's
     assert parents.execute("SELECT 1").fetchone() == (1,)
     parents.close()
+
+
+def test_a_thread_per_request_server_does_not_keep_a_connection_per_thread(tmp_path, sqlite_only):
+    import threading
+
+    storage = storage_at(tmp_path / "c.db")
+    for _ in range(50):  # each thread ends after one use, as under werkzeug's threaded server
+        thread = threading.Thread(target=storage.incr, args=("k", 60))
+        thread.start()
+        thread.join()
+    assert storage.get("k") == 50
+    assert len(storage._idle) <= storage.POOL_SIZE
+    storage.close()
 
 
 def test_default_file_sits_beside_a_sqlite_database(tmp_path, sqlite_only):

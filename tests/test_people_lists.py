@@ -299,6 +299,7 @@ def test_the_migration_folds_the_places_people_already_have(tmp_path, sqlite_onl
         db.conn.execute("DROP INDEX people_age")
         db.conn.execute("ALTER TABLE people DROP COLUMN city_key")
         db.conn.execute("ALTER TABLE people DROP COLUMN country_key")
+        db.conn.execute("DROP TABLE persisted_queries")  # a later version's
         db.conn.execute(
             "INSERT INTO people (name, name_key, city, country, created_at, updated_at)"
             " VALUES ('Ada', 'ada', 'STRAßE', 'Deutschland', 'now', 'now')"
@@ -306,7 +307,7 @@ def test_the_migration_folds_the_places_people_already_have(tmp_path, sqlite_onl
         db.conn.execute("PRAGMA user_version = 2")
     old.close()
     store = SQLiteStore(str(tmp_path / "old.db"))
-    assert store.upgrade_schema() == len(MIGRATIONS) == 3
+    assert store.upgrade_schema() == len(MIGRATIONS)
     entries, total, _ = service.list_people(store, city="strasse", country="DEUTSCHLAND")
     assert (entries, total) == ([{"id": "1", "name": "Ada"}], 1)
     indexes = {row["name"] for row in store._execute("PRAGMA index_list(people)").fetchall()}

@@ -25,12 +25,12 @@ def addresses(count: int) -> list[dict]:
     return [{"street": "s" * 8, "city": "c" * 8, "country": "x" * 8}] * count
 
 
-def test_huge_variables_are_refused_quickly_and_free(demo_server):
+def test_huge_variables_are_refused_quickly_and_free(demo):
     """960 KB of [AddressInput] took ~1.7 s of CPU to coerce, twice, charged as 1."""
-    headers = fresh_key(demo_server)
+    headers = fresh_key(demo)
     variables = {"a": addresses(14_000)}  # 940 KB, under the body limit
     started = time.monotonic()
-    response = post(demo_server, headers, ADDRESSES, variables)
+    response = post(demo, headers, ADDRESSES, variables)
     elapsed = time.monotonic() - started
     assert response.status_code == 200
     [error] = response.json()["errors"]
@@ -208,12 +208,12 @@ def get(server, headers, **params):
     return server.request("GET", "/graphql", params=params, headers=headers)
 
 
-def test_persisted_queries_follow_apollos_protocol(demo_server):
-    headers = fresh_key(demo_server)
+def test_persisted_queries_follow_apollos_protocol(demo):
+    headers = fresh_key(demo)
     query = '{ person(id: "1") { name } } # ' + uuid.uuid4().hex
     digest, extensions = apq(query)
     # 1. the hash alone: not known yet (HTTP 200, as Apollo's clients expect)
-    unknown = get(demo_server, headers, extensions=extensions)
+    unknown = get(demo, headers, extensions=extensions)
     assert unknown.status_code == 200
     assert charged(unknown) == 1  # as any request
     assert unknown.json() == {
@@ -225,29 +225,29 @@ def test_persisted_queries_follow_apollos_protocol(demo_server):
         ]
     }
     # 2. the query with its hash: it runs and is stored
-    stored = post_json(demo_server, headers, {"query": query, "extensions": extensions})
+    stored = post_json(demo, headers, {"query": query, "extensions": extensions})
     assert stored.json() == {"data": {"person": {"name": "Ada Lovelace"}}}
     # 3. the hash alone now runs it, by GET with an ETag, and If-None-Match gets 304
-    ran = get(demo_server, headers, extensions=extensions)
+    ran = get(demo, headers, extensions=extensions)
     assert ran.status_code == 200
     assert ran.json() == {"data": {"person": {"name": "Ada Lovelace"}}}
     etag = ran.headers["ETag"]
-    again = get(demo_server, {**headers, "If-None-Match": etag}, extensions=extensions)
+    again = get(demo, {**headers, "If-None-Match": etag}, extensions=extensions)
     assert again.status_code == 304 and again.content == b""
     assert again.headers["ETag"] == etag
     # and by POST
-    posted = post_json(demo_server, headers, {"extensions": extensions})
+    posted = post_json(demo, headers, {"extensions": extensions})
     assert posted.json() == {"data": {"person": {"name": "Ada Lovelace"}}}
 
 
-def test_a_hash_that_is_not_the_querys_is_400_and_stores_nothing(demo_server):
-    headers = fresh_key(demo_server)
+def test_a_hash_that_is_not_the_querys_is_400_and_stores_nothing(demo):
+    headers = fresh_key(demo)
     query = "{ me { name } } # " + uuid.uuid4().hex
     digest, extensions = apq(query + " ")
-    refused = post_json(demo_server, headers, {"query": query, "extensions": extensions})
+    refused = post_json(demo, headers, {"query": query, "extensions": extensions})
     assert refused.status_code == 400
     assert refused.json()["errors"][0]["extensions"]["code"] == "BAD_REQUEST"
-    unknown = get(demo_server, headers, extensions=extensions)
+    unknown = get(demo, headers, extensions=extensions)
     assert unknown.json()["errors"][0]["extensions"]["code"] == "PERSISTED_QUERY_NOT_FOUND"
 
 
@@ -263,42 +263,41 @@ def test_malformed_persisted_query_extensions_are_400(client, headers, persisted
     assert response.json["errors"][0]["extensions"]["code"] == "BAD_REQUEST"
 
 
-def test_a_persisted_mutation_by_get_stays_refused(demo_server):
-    headers = fresh_key(demo_server)
+def test_a_persisted_mutation_by_get_stays_refused(demo):
+    headers = fresh_key(demo)
     query = 'mutation { sendMessage(personId: "1", content: "hi") { id } } # ' + uuid.uuid4().hex
     digest, extensions = apq(query)
-    stored = post_json(demo_server, headers, {"query": query, "extensions": extensions})
+    stored = post_json(demo, headers, {"query": query, "extensions": extensions})
     assert "errors" not in stored.json()
-    refused = get(demo_server, headers, extensions=extensions)
+    refused = get(demo, headers, extensions=extensions)
     assert refused.status_code == 405 and refused.headers["Allow"] == "POST"
 
 
-def test_persisted_queries_pass_every_limit_and_are_stored_only_when_valid(demo_server):
-    headers = fresh_key(demo_server)
+def test_persisted_queries_pass_every_limit_and_are_stored_only_when_valid(demo):
+    headers = fresh_key(demo)
     for query in ("{ people(limit: 1000) { friends(limit: 100) { id } } }", "{ nosuch }"):
         query += " # " + uuid.uuid4().hex
         digest, extensions = apq(query)
-        refused = post_json(demo_server, headers, {"query": query, "extensions": extensions})
+        refused = post_json(demo, headers, {"query": query, "extensions": extensions})
         code = refused.json()["errors"][0]["extensions"]["code"]
         assert code in ("QUERY_TOO_COMPLEX", "GRAPHQL_VALIDATION_FAILED")
-        unknown = get(demo_server, headers, extensions=extensions)
+        unknown = get(demo, headers, extensions=extensions)
         assert unknown.json()["errors"][0]["extensions"]["code"] == "PERSISTED_QUERY_NOT_FOUND"
 
 
 def test_persisted_queries_survive_a_restart_and_are_shared(tmp_path):
-    from .conftest import ServerProcess, database
+    from .conftest import ServerProcess, start_demo
 
-    db = database(tmp_path)
     query = "{ me { kind } }"
     digest, extensions = apq(query)
-    first = ServerProcess(db).start()
+    first = start_demo(tmp_path)
     try:
-        headers = fresh_key(first)
+        headers = first.headers  # the demo key the server printed
         stored = post_json(first, headers, {"query": query, "extensions": extensions})
         assert stored.json() == {"data": {"me": {"kind": "api_key"}}}
     finally:
         first.stop()
-    second = ServerProcess(db).start()
+    second = ServerProcess(first.db).start()
     try:
         ran = get(second, headers, extensions=extensions)
         assert ran.json() == {"data": {"me": {"kind": "api_key"}}}

@@ -26,7 +26,7 @@ ERROR_TEXT = {
     429: "Over the rate limit; retry after Retry-After seconds.",
     431: "The request's headers are too large.",
     500: "An unexpected failure; the detail says nothing more.",
-    503: "The database is unavailable; retry after Retry-After seconds.",
+    503: "The database is unavailable, or logins are busy; retry after Retry-After seconds.",
     507: "The database is full; nothing was written. Reads still work.",
 }
 # Statuses any operation can answer (a bad override or parameter, too large, a failure)

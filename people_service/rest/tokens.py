@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import threading
+
 from flask import Blueprint, current_app, request
 
 from .. import credentials, schemas
-from ..errors import Unauthorized
+from ..errors import Busy, Unauthorized
 from ..web import services
 from ..web.caller import challenge
 from ..web.jsonio import json_body, json_response
@@ -18,6 +20,10 @@ bp = Blueprint("tokens", __name__)
 strict_query(bp)
 
 FORM = "application/x-www-form-urlencoded"
+# One password check at a time per process: each costs about 0.2 s of CPU at the default work
+# factor, so a flood of logins, even refused ones, must not take every thread and core.
+CHECKS = threading.BoundedSemaphore(1)
+CHECK_WAIT_SECONDS = 1.0
 
 
 @bp.post("/auth/token")
@@ -36,7 +42,12 @@ def issue_token():
     given = schemas.load(schemas.token_request_schema, data)
     ext = services()
     method = current_app.config["PASSWORD_HASH_METHOD"]
-    user = credentials.login(ext.store, given["username"], given["password"], method)
+    if not CHECKS.acquire(timeout=CHECK_WAIT_SECONDS):
+        raise Busy("Other logins are being checked; retry in a second.")
+    try:
+        user = credentials.login(ext.store, given["username"], given["password"], method)
+    finally:
+        CHECKS.release()
     if user is None:
         raise with_headers(Unauthorized("The username or password is wrong."), challenge())
     body = credentials.issue_token(user, ext.token_secret, current_app.config["TOKEN_TTL"])

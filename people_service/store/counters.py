@@ -11,6 +11,8 @@ import stat
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from math import floor
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
@@ -110,31 +112,54 @@ class SQLiteCounters(Storage, SlidingWindowCounterSupport):
 
     STORAGE_SCHEME = [SCHEME]
     PURGE_EVERY = 100  # writes of one process between purges of expired rows
+    POOL_SIZE = 16  # idle connections kept per process
     PURGE_BATCH = 1000  # rows a purge removes at most: more than the writes between add
 
     def __init__(self, uri: str, wrap_exceptions: bool = False, timeout: float = 5.0, **options):
         super().__init__(uri, wrap_exceptions=wrap_exceptions, **options)
         self.path = os.path.abspath(path_of(uri))
         self.timeout = float(timeout)
-        self._local = threading.local()
         self._lock = threading.Lock()
-        self._connections: list[sqlite3.Connection] = []
+        # idle connections with the identity of the file they opened; borrowed for each use, so
+        # a server with a thread per request does not keep a connection per thread it saw
+        self._idle: list[tuple[sqlite3.Connection, tuple | None]] = []
         self._pid, self._lock_fd = None, -1
         self._writes = itertools.count(1)
-        self._connection()  # the file and its table now: a bad path fails at start
+        with self._borrowed():
+            pass  # the file and its table now: a bad path fails at start
 
     @property
     def base_exceptions(self) -> type[Exception]:
         return sqlite3.Error
 
-    def _connection(self) -> sqlite3.Connection:
-        """This thread's connection; a new one after a fork or when the file was replaced."""
-        local = self._local
-        conn = getattr(local, "conn", None)
-        if conn is not None and local.pid == os.getpid() and self._file_id() == local.file_id:
-            return conn
-        if conn is not None and local.pid == os.getpid():
-            self._forget(conn)
+    @contextmanager
+    def _borrowed(self) -> Iterator[sqlite3.Connection]:
+        """An idle connection of this process to the file as it is now, else a new one."""
+        file_id, conn = self._file_id(), None
+        with self._lock:
+            if self._pid != os.getpid():
+                # a fork's inherited connections and lock are the parent's: never used nor closed
+                self._pid, self._idle = os.getpid(), []
+                self._lock_fd = create_private(self.path + ".lock")
+            while self._idle and conn is None:
+                candidate, opened = self._idle.pop()
+                if opened == file_id:
+                    conn = candidate
+                else:
+                    candidate.close()  # the file was replaced
+        if conn is None:
+            conn, file_id = self._open(), self._file_id()
+        try:
+            yield conn
+        finally:
+            with self._lock:
+                if self._pid == os.getpid() and len(self._idle) < self.POOL_SIZE:
+                    self._idle.append((conn, file_id))
+                    conn = None
+            if conn is not None:
+                conn.close()
+
+    def _open(self) -> sqlite3.Connection:
         os.close(create_private(self.path))
         conn = sqlite3.connect(
             self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False
@@ -147,13 +172,6 @@ class SQLiteCounters(Storage, SlidingWindowCounterSupport):
         except BaseException:
             conn.close()
             raise
-        with self._lock:
-            if self._pid != os.getpid():
-                # a fork's inherited connections and lock are the parent's: never used nor closed
-                self._pid, self._connections = os.getpid(), []
-                self._lock_fd = create_private(self.path + ".lock")
-            self._connections.append(conn)
-        local.conn, local.pid, local.file_id = conn, os.getpid(), self._file_id()
         return conn
 
     def _file_id(self) -> tuple[int, int] | None:
@@ -163,15 +181,11 @@ class SQLiteCounters(Storage, SlidingWindowCounterSupport):
             return None
         return info.st_dev, info.st_ino
 
-    def _forget(self, conn: sqlite3.Connection) -> None:
-        with self._lock:
-            if conn in self._connections:
-                self._connections.remove(conn)
-        conn.close()
-
     def _write(self, work, *args, conn: sqlite3.Connection | None = None):
         """`work(conn, *args)` as the one writer of this file, in autocommit."""
-        conn = conn or self._connection()
+        if conn is None:
+            with self._borrowed() as conn:
+                return self._write(work, *args, conn=conn)
         with self._lock:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
             try:
@@ -194,13 +208,12 @@ class SQLiteCounters(Storage, SlidingWindowCounterSupport):
     def close(self) -> None:
         """Close every connection this storage opened (for tests and orderly shutdowns)."""
         with self._lock:
-            connections, self._connections = self._connections, []
+            idle, self._idle = self._idle, []
             if self._pid == os.getpid():
                 os.close(self._lock_fd)
             self._pid = None
-        for conn in connections:
+        for conn, _ in idle:
             conn.close()
-        self._local = threading.local()
 
     def incr(self, key: str, expiry: int, amount: int = 1) -> int:
         """Add `amount` to the counter of `key` (expiring `expiry` s after it starts)."""
@@ -209,7 +222,8 @@ class SQLiteCounters(Storage, SlidingWindowCounterSupport):
         return self._write(self._one, ADD, params)[0]
 
     def _read(self, sql: str, *params):
-        row = self._connection().execute(sql, params).fetchone()
+        with self._borrowed() as conn:
+            row = conn.execute(sql, params).fetchone()
         return row[0] if row else None
 
     def get(self, key: str) -> int:
@@ -225,7 +239,8 @@ class SQLiteCounters(Storage, SlidingWindowCounterSupport):
     def check(self) -> bool:
         """Whether the file answers."""
         try:
-            self._connection().execute("SELECT 1 FROM counters LIMIT 1").fetchall()
+            with self._borrowed() as conn:
+                conn.execute("SELECT 1 FROM counters LIMIT 1").fetchall()
         except (sqlite3.Error, OSError):
             return False
         return True
@@ -243,14 +258,15 @@ class SQLiteCounters(Storage, SlidingWindowCounterSupport):
         self, key: str, expiry: int, now: float, conn=None
     ) -> tuple[int, float, int, float]:
         """(previous count, previous TTL, current count, current TTL), as MemoryStorage."""
+        if conn is None:
+            with self._borrowed() as conn:
+                return self._windows(key, expiry, now, conn)
         previous_key, current_key = self._window_keys(key, expiry, now)
         counts = dict(
-            (conn or self._connection())
-            .execute(
+            conn.execute(
                 "SELECT key, value FROM counters WHERE key IN (?, ?) AND expires_at > ?",
                 (previous_key, current_key, now),
-            )
-            .fetchall()
+            ).fetchall()
         )
         previous, current = counts.get(previous_key, 0), counts.get(current_key, 0)
         previous_ttl = (1 - (((now - expiry) / expiry) % 1)) * expiry if previous else 0.0
@@ -263,7 +279,11 @@ class SQLiteCounters(Storage, SlidingWindowCounterSupport):
         """Add the hit if the weighted count of both windows stays within `limit`."""
         if amount > limit:
             return False
-        now, conn = time.time(), self._connection()
+        with self._borrowed() as conn:
+            return self._acquire(conn, key, limit, expiry, amount)
+
+    def _acquire(self, conn, key: str, limit: int, expiry: int, amount: int) -> bool:
+        now = time.time()
         previous, previous_ttl, current, _ = self._windows(key, expiry, now, conn)
         if floor(previous * previous_ttl / expiry + current) + amount > limit:
             return False  # refused on the read alone
