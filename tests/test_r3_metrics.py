@@ -135,3 +135,34 @@ def cli_key(db: str) -> str:
 
     result = cli("keys", "create", "scraper", "--scopes", "read,admin", db=db)
     return result.stdout.strip().splitlines()[-1]
+
+
+def test_metrics_add_up_every_gunicorn_worker_with_a_multiprocess_directory(tmp_path, sqlite_only):
+    import sys
+
+    import pytest
+    import requests
+
+    from .conftest import database
+    from .test_wsgi_servers import WSGIServer
+
+    pytest.importorskip("gunicorn")
+    db = database(tmp_path)
+    admin = cli_key(db)
+    shared = tmp_path / "metrics"
+    shared.mkdir()
+    command = [sys.executable, "-m", "gunicorn", "--bind", "127.0.0.1:{port}", "-w", "2"]
+    command += ["--reuse-port", "app:app"]
+    health = dict(route="/health", method="GET", status="200")
+    with WSGIServer(command, db, {"PROMETHEUS_MULTIPROC_DIR": str(shared)}) as server:
+
+        def scraped() -> float:
+            scrape = requests.get(server.url + "/metrics", headers={"X-API-Key": admin}, timeout=10)
+            return value(scrape.text, "people_service_requests_total", **health)
+
+        before = scraped()  # the start-up checks asked /health too
+        for _ in range(30):  # a new connection each: both workers answer some
+            assert requests.get(server.url + "/health", timeout=10).status_code == 200
+        for _ in range(6):  # whichever worker answers the scrape, it counts all of them
+            assert scraped() == before + 30
+    assert len(list(shared.glob("*.db"))) >= 2  # one file per worker process at least
