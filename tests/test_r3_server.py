@@ -16,6 +16,7 @@ import pytest
 import requests
 
 from .conftest import ROOT, SECRET, ServerProcess, cli, database, free_port
+from .test_wsgi_servers import _children
 
 
 class PlainServer(ServerProcess):
@@ -105,9 +106,9 @@ def wait_until_it_answers(url: str, process: subprocess.Popen) -> None:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and process.poll() is None:
         try:
-            if requests.get(url + "/health", timeout=1).status_code == 200:
+            if requests.get(url + "/health", timeout=5).status_code == 200:
                 return
-        except requests.ConnectionError:
+        except requests.RequestException:  # refused, or slow to answer under load
             time.sleep(0.1)
     raise AssertionError(f"{url} did not answer")
 
@@ -239,24 +240,9 @@ def test_a_client_that_stops_sending_is_closed_after_the_channel_timeout(
 def workers_of(server) -> list[int]:
     """The worker processes of a `serve --workers 2` (forked after its ready line)."""
     deadline = time.monotonic() + 20
-    while len(found := children(server.process.pid)) < 2 and time.monotonic() < deadline:
+    while len(found := _children(server.process.pid)) < 2 and time.monotonic() < deadline:
         time.sleep(0.05)
     assert len(found) == 2
-    return found
-
-
-def children(pid: int) -> list[int]:
-    """The process ids whose parent is `pid` (Linux /proc)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as file:
-                    fields = file.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == pid:
-                found.append(int(entry))
     return found
 
 

@@ -10,28 +10,10 @@ import time
 import pytest
 import requests
 
-from .conftest import ServerProcess, cli, database, free_port
+from .conftest import ServerProcess, cli, database
+from .test_wsgi_servers import WSGIServer
 
 BROWSER = "text/html,application/xhtml+xml"
-
-
-class WSGIServer(ServerProcess):
-    """Another WSGI server command serving app:app from the repository root, on a free port."""
-
-    def __init__(self, command: list[str], db: str, env: dict | None = None):
-        super().__init__(db, env={"PEOPLE_SERVICE_DATABASE": str(db), **(env or {})})
-        self.template = command
-
-    def command(self) -> list[str]:
-        port = free_port()
-        self.url = f"http://127.0.0.1:{port}"
-        return [arg.replace("{port}", str(port)) for arg in self.template]
-
-    def __enter__(self) -> WSGIServer:
-        return self.start()
-
-    def __exit__(self, *exc):
-        self.stop()
 
 
 def new_key(db, name="web", scopes="read,write") -> str:

@@ -17,8 +17,8 @@ from .conftest import ServerProcess, cli, database, free_port
 class WSGIServer(ServerProcess):
     """Another WSGI server command serving app:app from the repository root, on a free port."""
 
-    def __init__(self, command: list[str], db: str, env: dict):
-        super().__init__(db, env={"PEOPLE_SERVICE_DATABASE": str(db), **env})
+    def __init__(self, command: list[str], db: str, env: dict | None = None):
+        super().__init__(db, env={"PEOPLE_SERVICE_DATABASE": str(db), **(env or {})})
         self.template = command
 
     def command(self) -> list[str]:
