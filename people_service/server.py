@@ -7,6 +7,7 @@ import glob
 import logging
 import os
 import resource
+import shlex
 import shutil
 import signal
 import socket
@@ -59,7 +60,13 @@ def listen(host: str, port: int, count: int) -> list[socket.socket]:
     return sockets
 
 
-def bootstrap(store, demo: bool, out=sys.stdout) -> str:
+def make_key(database: str | None) -> str:
+    """The command that makes a key for the database served (named when --db named it)."""
+    given = f" --db {shlex.quote(database)}" if database else ""
+    return f"people-service keys create NAME{given}"
+
+
+def bootstrap(store, demo: bool, out=sys.stdout, database: str | None = None) -> str:
     """On an empty database with `demo`: the demo data and a demo key, printed once. Returns
     what the ready line adds: on an empty database left empty, how to make a key."""
     # one transaction, the key's unique name first: of several instances starting on one empty
@@ -69,14 +76,14 @@ def bootstrap(store, demo: bool, out=sys.stdout) -> str:
             if not store.is_empty():
                 return ""
             if not demo:
-                return "; no API key yet: `people-service keys create NAME` makes one"
+                return f"; no API key yet: `{make_key(database)}` makes one"
             key = credentials.create_key(store, "demo", "read,write")
             people, friendships = transfer.load_demo(store)
     except Conflict:
         return ""
     print(f"Loaded the demo data: {people} people, {friendships} friendships.", file=out)
     print("Demo API key (shown once; send it as X-API-Key):", file=out)
-    print("(lost it? `people-service keys create NAME` makes another one)", file=out)
+    print(f"(lost it? `{make_key(database)}` makes another one)", file=out)
     print(key, file=out, flush=True)
     return ""
 
@@ -90,7 +97,7 @@ def run(overrides: dict, sockets: list[socket.socket], *, demo: bool, **options)
     if len(sockets) > 1 or os.environ.get(METRICS_DIR):
         share_metrics()  # before create_app imports prometheus_client, which reads it then
     app = create_app(overrides)
-    hint = bootstrap(services(app).store, demo)
+    hint = bootstrap(services(app).store, demo, database=overrides.get("DATABASE"))
     host, port = sockets[0].getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
     workers = f"; {len(sockets)} workers" if len(sockets) > 1 else ""

@@ -50,3 +50,18 @@ def test_password_checks_run_one_at_a_time_so_a_login_flood_cannot_take_every_co
         assert answer.content_type == "application/problem+json"
         if answer.status_code == 503:
             assert answer.headers["Retry-After"] == "1"
+
+
+def test_a_login_that_waits_too_long_for_its_turn_is_503_with_retry_after(tmp_path):
+    from people_service.rest import tokens
+
+    client = make_app(tmp_path).test_client()
+    assert tokens.CHECKS.acquire(timeout=10)  # another login is being checked
+    try:
+        body = {"username": "ada", "password": "a password long enough to check"}
+        answer = client.post("/auth/token", json=body)
+    finally:
+        tokens.CHECKS.release()
+    assert answer.status_code == 503
+    assert answer.headers["Retry-After"] == "1"
+    assert answer.json["detail"] == "Other logins are being checked; retry in a second."

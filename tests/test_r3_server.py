@@ -44,7 +44,8 @@ def test_an_empty_database_named_by_db_starts_empty_and_prints_no_key(tmp_path):
     server = PlainServer(db).start()
     try:
         ready = server.wait_for_log(lambda line: "ready on" in line)
-        assert "`people-service keys create NAME`" in ready
+        # the hint names the database served: run as printed, it makes a key there
+        assert f"`people-service keys create NAME --db {db}`" in ready
         assert server.request("GET", "/health").status_code == 200
         assert server.request("GET", "/people").status_code == 401
     finally:
@@ -53,6 +54,8 @@ def test_an_empty_database_named_by_db_starts_empty_and_prints_no_key(tmp_path):
     assert server.stdout == []
     assert exported_people(db) == []
     assert "ps_" not in cli("keys", "list", db=db).stdout
+    assert cli("keys", "create", "NAME", "--db", str(db)).returncode == 0
+    assert "NAME" in cli("keys", "list", db=db).stdout
 
 
 def test_demo_loads_the_demo_into_any_empty_database(tmp_path):

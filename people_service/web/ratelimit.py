@@ -157,10 +157,20 @@ def init_app(app, *, unlimited=frozenset(), handshake=frozenset()) -> Limiter:
         if item is not None:
             raise refusal(item, counter, f"Too many logins ({item}).", "login")
 
+    def keep_own_retry(response):
+        """Before flask-limiter adds its headers: the Retry-After the answer already had."""
+        response.own_retry_after = response.headers.get("Retry-After")
+        return response
+
     def only_refusals_retry(response):
-        """Retry-After on refusals only (registered before flask-limiter's, so runs after)."""
+        """After flask-limiter's headers: its Retry-After on refusals only; any other answer
+        keeps the one it had (a busy 503's), or none."""
         if response.status_code != 429:
-            response.headers.pop("Retry-After", None)
+            own = getattr(response, "own_retry_after", None)
+            if own is None:
+                response.headers.pop("Retry-After", None)
+            else:
+                response.headers["Retry-After"] = own
         return response
 
     try:
@@ -176,6 +186,7 @@ def init_app(app, *, unlimited=frozenset(), handshake=frozenset()) -> Limiter:
         app.after_request(only_refusals_retry)
         app.before_request(check_graphql)
         limiter.init_app(app)
+        app.after_request(keep_own_retry)  # runs before flask-limiter's (Flask: reverse order)
     except Exception as exc:  # an unusable file or URL is the operator's to fix
         shown = redacted(config["RATE_LIMIT_STORAGE"])
         shown = repr(shown) if shown else "(unset: the counters file beside the database)"

@@ -18,7 +18,8 @@ window.addEventListener("load", function () {
     React.createElement(GraphiQL, {
       fetcher: fetcher,
       defaultEditorToolsVisibility: "headers",
-      shouldPersistHeaders: false,
+      // as Playground does: the key entered once stays with this browser for this site
+      shouldPersistHeaders: true,
     })
   );
 });
