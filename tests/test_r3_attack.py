@@ -65,3 +65,69 @@ def test_a_login_that_waits_too_long_for_its_turn_is_503_with_retry_after(tmp_pa
     assert answer.status_code == 503
     assert answer.headers["Retry-After"] == "1"
     assert answer.json["detail"] == "Other logins are being checked; retry in a second."
+
+
+def test_one_name_selected_many_times_is_refused_before_validation(tmp_path):
+    from .conftest import new_key
+
+    app = make_app(tmp_path)
+    key = {"X-API-Key": new_key(app, "reader", "read", "100000/day")}
+    query = "{ " + " ".join(f'person(id: "{n}") {{ id }}' for n in range(200)) + " }"
+    answer = app.test_client().post("/graphql", json={"query": query}, headers=key)
+    [error] = answer.json["errors"]
+    assert error["extensions"]["code"] == "QUERY_TOO_COMPLEX"
+    assert "'person' more than 10 times" in error["message"]
+
+
+def test_a_document_that_fails_validation_pays_its_estimate(tmp_path):
+    """Fields that cannot be merged, spread from 100 fragments: validating them is quadratic,
+    so the refusal costs the caller what the document would have cost, not 1."""
+    from .conftest import new_key
+
+    app = make_app(tmp_path)
+    key = {"X-API-Key": new_key(app, "reader", "read", "100000/day")}
+    fragments = " ".join(
+        f'fragment F{n} on Query {{ person(id: "{n}") {{ id }} }}' for n in range(100)
+    )
+    spreads = " ".join(f"...F{n}" for n in range(100))
+    answer = app.test_client().post(
+        "/graphql", json={"query": f"{{ {spreads} }} {fragments}"}, headers=key
+    )
+    assert answer.json["errors"][0]["extensions"]["code"] == "GRAPHQL_VALIDATION_FAILED"
+    assert 100000 - int(answer.headers["X-RateLimit-Remaining"]) >= 100
+
+
+def test_queries_measured_and_then_refused_count_in_the_refused_window(tmp_path):
+    """A caller kept just short of a query's cost is refused after the query was measured; the
+    measuring counts, so it cannot be repeated without end at no charge."""
+    from .conftest import new_key
+
+    app = make_app(tmp_path, ANONYMOUS_RATE_LIMIT="3/minute")
+    key = {"X-API-Key": new_key(app, "reader", "read", "20/minute")}
+    client = app.test_client()
+    spend = client.post("/graphql", json={"query": "{ people(limit: 15) { id } }"}, headers=key)
+    assert spend.status_code == 200 and spend.headers["X-RateLimit-Remaining"] == "5"
+    query = {"query": "{ people(limit: 10) { id } }"}  # costs 10: within 20, over the 5 left
+    answers = [client.post("/graphql", json=query, headers=key) for _ in range(4)]
+    assert [answer.status_code for answer in answers] == [429] * 4
+    messages = [answer.json["errors"][0]["message"] for answer in answers]
+    assert all(message.startswith("This query costs 10") for message in messages[:3])
+    assert messages[3].startswith("Too many queries refused")  # refused before it is read
+
+
+def test_a_counters_file_another_user_made_stops_start_up(tmp_path, sqlite_only):
+    """Whoever owns the counters file can read every key's counters or set them to refuse
+    everyone; a planted one is refused, naming it (as secret.key is)."""
+    import os
+
+    import pytest
+
+    from people_service import ConfigError
+
+    if os.geteuid() != 0:
+        pytest.skip("making a file another user owns needs root")
+    planted = tmp_path / "people.db.ratelimits"
+    planted.write_bytes(b"")
+    os.chown(planted, 65534, 65534)  # nobody's
+    with pytest.raises(ConfigError, match="people.db.ratelimits belongs to another user"):
+        make_app(tmp_path, RATE_LIMIT_STORAGE="")

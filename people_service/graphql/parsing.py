@@ -15,6 +15,10 @@ MAX_TOKENS = 2000
 # be merged compares them pairwise, so its work grows with their square; 400 keeps it small and
 # leaves every real query room (the explorers' introspection queries select about 100).
 MAX_FIELDS = 400
+# Fields of one response name in one selection set: the pairwise check compares each with all
+# the others (200 `person(id:)` selections cost 0.1-0.25 s to validate); queries repeat a
+# name once or twice.
+MAX_SAME_NAME = 10
 # Brackets, and selection sets and fragment spreads, nested in one another. The walks recurse
 # once per level, so a document nested deeper is refused before it could exhaust the stack
 # (graphql-core's parser stops at 200 levels, but fragments can nest without limit).
@@ -66,13 +70,30 @@ class ParseFailed(GraphQLError):
         )
 
 
-@lru_cache(maxsize=512)
+# Texts up to this size are kept parsed (and measured, and validated): the usual queries. A
+# cache of 512 texts of up to 100 KiB each would let one key grow a process by 100 MiB.
+CACHED_TEXT_BYTES = 8 * 1024
+
+
+def cacheable(text: str) -> bool:
+    return len(text) <= CACHED_TEXT_BYTES
+
+
 def parse_document(text: str):
-    """A parsed document; the same text is parsed once (bounded LRU cache).
+    """A parsed document; a short text is parsed once (bounded LRU cache).
 
     Raises TooComplex over the size, token, comment, nesting or field limit, ParseFailed for
     other syntax errors.
     """
+    return _parse_cached(text) if cacheable(text) else _parse(text)
+
+
+@lru_cache(maxsize=512)
+def _parse_cached(text: str):
+    return _parse(text)
+
+
+def _parse(text: str):
     if len(text.encode("utf-8", "surrogatepass")) > MAX_QUERY_BYTES:
         raise TooComplex(f"The query is longer than {MAX_QUERY_BYTES // 1024} KiB.")
     try:
@@ -114,10 +135,20 @@ def _over_limits(text: str) -> str | None:
 
 
 def _fields(nodes) -> int:
-    """Field selections written in these definitions or selections (parse nests them < 200)."""
-    count = 0
+    """Field selections written in these definitions or selections (parse nests them < 200).
+
+    Raises TooComplex when one selection set repeats a response name over MAX_SAME_NAME times.
+    """
+    count, names = 0, {}
     for node in nodes:
-        count += isinstance(node, FieldNode)
+        if isinstance(node, FieldNode):
+            count += 1
+            name = (node.alias or node.name).value
+            names[name] = names.get(name, 0) + 1
+            if names[name] > MAX_SAME_NAME:
+                raise TooComplex(
+                    f"The query selects '{name}' more than {MAX_SAME_NAME} times in one place."
+                )
         selection_set = getattr(node, "selection_set", None)  # spreads and SDL have none
         if selection_set is not None:
             count += _fields(selection_set.selections)

@@ -135,7 +135,7 @@ def check_limits(schema, document, data: dict, budget, values) -> tuple[tuple, i
         "budget": rules.Budget(*budget),
     }
     name = data.get("operationName")
-    if data.get("variables"):
+    if data.get("variables") or not parsing.cacheable(data["query"]):
         return rules.check_limits(schema, document, values, name, list_limits=LIST_LIMITS, **limits)
     # the usual GET: the same text, operation and limits always measure the same
     return _check_limits_cached(data["query"], name, values is not None, **limits)
@@ -158,10 +158,20 @@ def _check_limits_cached(text: str, operation_name, coerced: bool, **limits) -> 
 # -- execution ------------------------------------------------------------------------------
 
 
-@lru_cache(maxsize=512)
 def _validate(schema, text: str, introspection: bool) -> tuple:
-    """The specification's validation of a text; with introspection off, without suggestions
-    ("Did you mean ...?") that would reveal the schema."""
+    """The specification's validation of a text (a short one validated once); with
+    introspection off, without suggestions ("Did you mean ...?") that would reveal the schema."""
+    if parsing.cacheable(text):
+        return _validate_cached(schema, text, introspection)
+    return _validate_text(schema, text, introspection)
+
+
+@lru_cache(maxsize=512)
+def _validate_cached(schema, text: str, introspection: bool) -> tuple:
+    return _validate_text(schema, text, introspection)
+
+
+def _validate_text(schema, text: str, introspection: bool) -> tuple:
     document = parsing.parse_document(text)
     specified = specified_rules if introspection else (*specified_rules, rules.NoIntrospection)
     errors = validate(
@@ -222,7 +232,11 @@ def _prepare(data: dict) -> tuple:
         return None, None, errors, None
     errors = _validate(schema, data["query"], config["INTROSPECTION"])
     if errors:
-        return None, None, errors, None if isinstance(errors[0], parsing.TooComplex) else 1
+        if isinstance(errors[0], parsing.TooComplex):
+            return None, None, errors, None
+        # the document was measured before it was validated: an invalid one pays its estimate,
+        # so that documents made to be expensive to validate cannot be sent for 1 each
+        return None, None, errors, max(1, cost)
     if isinstance(executor, list):
         return document, executor, (), 1
     answers = introspection_answers(data, executor)

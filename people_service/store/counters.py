@@ -56,10 +56,16 @@ ACQUIRE = f"""
 
 
 def create_private(path: str) -> int:
-    """Open `path` for writing, private (0600) and never through a symlink."""
+    """Open `path` for writing, private (0600) and never through a symlink; a file another
+    user made (who could read or set every counter) is refused with ConfigurationError."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
-        if os.fstat(fd).st_mode & 0o077:
+        info = os.fstat(fd)
+        if info.st_uid not in (os.geteuid(), 0):
+            raise ConfigurationError(
+                f"{path} belongs to another user (uid {info.st_uid}); remove it or serve as them"
+            )
+        if info.st_mode & 0o077:
             os.fchmod(fd, 0o600)
     except BaseException:
         os.close(fd)

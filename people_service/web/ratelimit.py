@@ -90,10 +90,17 @@ def init_app(app, *, unlimited=frozenset(), handshake=frozenset()) -> Limiter:
                     g.rate_limit_cost = view_cost()
                 except Exception:
                     pass  # the view answers the error; it costs 1
-                if g.rate_limit_cost is None:
-                    g.rate_limit_cost = 0
+                if g.rate_limit_cost is None or over(limit(), key(), g.rate_limit_cost):
+                    # refused after it was measured (too complex, or more than is left): the
+                    # measuring counts in the caller's window of refused queries
                     short(config["ANONYMOUS_RATE_LIMIT"], "refused:" + key(), charge=True)
+                g.rate_limit_cost = g.rate_limit_cost or 0
         return g.rate_limit_cost
+
+    def over(written: str, counter: str, amount: int) -> bool:
+        """Whether some window of `written` has no room for `amount` (charges nothing)."""
+        test = limiter.limiter.test
+        return any(not test(item, *args(counter), cost=amount) for item in parse_many(written))
 
     def refusal_detail() -> str:
         breached = limiter.current_limit
