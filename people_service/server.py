@@ -21,6 +21,7 @@ from waitress import create_server
 from . import create_app, credentials, logs, transfer
 from .config import ConfigError
 from .errors import Conflict
+from .store import redacted
 from .web import services
 
 log = logging.getLogger("people_service")
@@ -62,7 +63,7 @@ def listen(host: str, port: int, count: int) -> list[socket.socket]:
 
 def make_key(database: str | None) -> str:
     """The command that makes a key for the database served (named when --db named it)."""
-    given = f" --db {shlex.quote(database)}" if database else ""
+    given = f" --db {shlex.quote(redacted(database))}" if database else ""  # no password
     return f"people-service keys create NAME{given}"
 
 

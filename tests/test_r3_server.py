@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -45,7 +46,7 @@ def test_an_empty_database_named_by_db_starts_empty_and_prints_no_key(tmp_path):
     try:
         ready = server.wait_for_log(lambda line: "ready on" in line)
         # the hint names the database served: run as printed, it makes a key there
-        assert f"`people-service keys create NAME --db {db}`" in ready
+        assert f"`people-service keys create NAME --db {shlex.quote(str(db))}`" in ready
         assert server.request("GET", "/health").status_code == 200
         assert server.request("GET", "/people").status_code == 401
     finally:
