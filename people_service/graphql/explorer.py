@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from flask import current_app, render_template, request
 
+from ..web import services
 from ..web.pages import (
     asset_url,
     content_security_policy,
@@ -76,10 +77,10 @@ def explorer_response():
     explorer = current_app.config["EXPLORER"]
     if explorer not in EXPLORERS:
         return None
-    pages = current_app.extensions.setdefault("people_service.explorer", {})
-    if explorer not in pages:  # the page holds no prefix and depends only on the config
-        pages[explorer] = render_template(f"{explorer}.html", **_context(explorer))
-    page = pages[explorer]
+    ext = services()
+    if ext.explorer is None:  # the page holds no prefix and depends only on the config
+        ext.explorer = render_template(f"{explorer}.html", **_context(explorer))
+    page = ext.explorer
     # scripts from files only (this server or the CDN), styles also inline (React sets them)
     origin = source_of(current_app.config["EXPLORER_CDN"])
     return html_response(page, content_security_policy(inline_styles=True, origin=origin))

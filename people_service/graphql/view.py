@@ -24,7 +24,7 @@ from ..errors import (
     ServiceError,
     UnsupportedMediaType,
 )
-from ..web import get_store, ratelimit
+from ..web import get_store, ratelimit, services
 from ..web.caller import authenticate
 from ..web.jsonio import dump_json, json_body, parse_json
 from ..web.negotiation import HTML, negotiate
@@ -250,7 +250,7 @@ def introspection_answers(data: dict, executor) -> dict | None:
     operation if it is one; None otherwise."""
     if data.get("variables") or not introspective(executor.operation):
         return None
-    return current_app.extensions.setdefault("people_service.introspection", {})
+    return services().introspection
 
 
 def answer_key(data: dict) -> tuple:

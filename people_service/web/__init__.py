@@ -19,8 +19,9 @@ class Services:
     token_secret: str  # signs and checks login tokens
     unlimited: set[str] = field(default_factory=set)  # endpoints never rate limited
     limiter: object | None = None  # flask-limiter's, set once the blueprints are registered
-    explorer: str | None = None  # rendered once, on first use
-    openapi: dict | None = None
+    explorer: str | None = None  # the explorer page, rendered once, on first use
+    openapi: dict | None = None  # the OpenAPI document, built once, on first use
+    introspection: dict = field(default_factory=dict)  # kept introspection answers
 
     def close(self) -> None:
         """Write pending usage counts and close the store's connections (idempotent)."""
