@@ -12,7 +12,6 @@ from marshmallow import fields
 from .. import schemas
 from . import shapes
 
-PROBLEM = "application/problem+json"
 ERROR_TEXT = {
     400: "The request is malformed (a parameter, header or JSON syntax).",
     401: "Credentials are missing or invalid.",
@@ -30,32 +29,41 @@ ERROR_TEXT = {
     507: "The database is full; nothing was written. Reads still work.",
 }
 # Statuses any operation can answer (a bad override or parameter, too large, a failure)
-ALWAYS = frozenset({400, 413, 431, 500, 503})
-WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+ALWAYS = {400, 413, 431, 500, 503}
 # A view's first method of these is named as the view, others get a suffix (update_person_post)
 METHOD_ORDER = ("GET", "PUT", "PATCH", "DELETE", "POST")
+# any text: what is not an entity tag of the person matches nothing
+ETAGS = {"type": "string", "examples": ["*", '"5cfe64247a3194e1aef01f703986f715572b8d1d"']}
 HEADER_PARAMS = {
-    "If-Match": "Only change the person if its ETag is one of these (or `*`).",
-    "If-None-Match": "Answer 304 if the person's ETag is one of these.",
-    "Idempotency-Key": "Retrying with the same key and body within 24 h replays the answer.",
+    "If-Match": (ETAGS, "Only change the person if its ETag is one of these (or `*`)."),
+    "If-None-Match": (ETAGS, "Answer 304 if the person's ETag is one of these."),
+    "Idempotency-Key": (
+        {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[\\x20-\\x7e]+$"},
+        "Retrying with the same key and body within 24 h replays the answer.",
+    ),
 }
 
 
-# a body has one media type (body_type): client generators make code that fails for several
-DOC_DEFAULTS = dict(
-    description=None, query=None, body=None, body_type="application/json", headers=(), errors=()
-)
-DOC_DEFAULTS.update(auth=True, tag="people")
-
-
-def doc(summary: str, *, ok: dict, **meta):
+def doc(
+    summary: str,
+    *,
+    ok: dict,
+    description: str | None = None,
+    query=None,
+    body=None,
+    # one media type: client generators make code that fails for several
+    body_type: str = "application/json",
+    headers=(),
+    errors=(),
+    auth: bool = True,
+    tag: str = "people",
+):
     """Describe a view for the OpenAPI document (named after it): `ok` maps success statuses to
     (description, schema or None, header names); `errors` adds statuses to the implied ones."""
-    if meta.keys() - DOC_DEFAULTS.keys():
-        raise TypeError(f"doc() got unknown arguments {sorted(meta.keys() - DOC_DEFAULTS.keys())}")
+    meta = dict(locals())
 
     def mark(view):
-        view.apidoc = {**DOC_DEFAULTS, **meta, "summary": summary, "ok": ok}
+        view.apidoc = meta
         return view
 
     return mark
@@ -93,91 +101,55 @@ RATE_HEADERS = ("X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset
 ERROR_HEADERS = {401: ("WWW-Authenticate",), 429: ("Retry-After",), 503: ("Retry-After",)}
 
 
-def _headers(names, limited: bool) -> dict:
-    every = ("X-Request-ID", *(RATE_HEADERS if limited else ()), *names)
-    return {name: {"$ref": f"#/components/headers/{name}"} for name in every}
+def _operation(meta: dict, operation_id: str, method: str, path_params: list, limited: bool):
+    def headers(names) -> dict:
+        every = ("X-Request-ID", *(RATE_HEADERS if limited else ()), *names)
+        return {name: {"$ref": f"#/components/headers/{name}"} for name in every}
 
-
-def _statuses(meta: dict, method: str, path_params: list[str], limited: bool) -> set[int]:
-    statuses = set(meta["errors"]) | ALWAYS
-    if meta["auth"]:
-        statuses |= {401, 403}
-        if method in WRITES:
-            statuses.add(507)
-    if limited:
-        statuses.add(429)
-    if meta["body"] is not None:
-        statuses |= {415, 422}
-    if path_params:
-        statuses.add(404)
-    if "If-Match" in meta["headers"]:
-        statuses.add(412)
-    if "Idempotency-Key" in meta["headers"]:
-        statuses.add(422)  # the key was used with another body
-    return statuses
-
-
-def _operation(
-    meta: dict, operation_id: str, method: str, path_params: list[str], limited: bool
-) -> dict:
-    operation: dict = {
-        "operationId": operation_id,
-        "summary": meta["summary"],
-        "tags": [meta["tag"]],
+    auth, body, params = meta["auth"], meta["body"] is not None, meta["headers"]
+    implied = {
+        401: auth,
+        403: auth,
+        507: auth and method != "GET",
+        429: limited,
+        415: body,
+        422: body or "Idempotency-Key" in params,  # the key was used with another body
+        404: bool(path_params),
+        412: "If-Match" in params,
     }
+    statuses = {status for status, applies in implied.items() if applies}
+    statuses |= ALWAYS | set(meta["errors"])
+    operation: dict = {"operationId": operation_id, "summary": meta["summary"]}
+    operation["tags"] = [meta["tag"]]
     if meta["description"]:
         operation["description"] = meta["description"]
+    id_schema = {"type": "string", "pattern": schemas.ID_PATTERN}
     parameters: list = [
-        {
-            "in": "path",
-            "name": name,
-            "required": True,
-            "schema": {"type": "string", "pattern": schemas.ID_PATTERN},
-        }
-        for name in path_params
+        {"in": "path", "name": name, "required": True, "schema": id_schema} for name in path_params
     ]
     if meta["query"] is not None:
         parameters.append({"in": "query", "schema": meta["query"]})
-    for name in meta["headers"]:
-        schema = {"type": "string"}
-        if name == "Idempotency-Key":
-            schema.update(minLength=1, maxLength=255, pattern="^[\\x20-\\x7e]+$")
-        else:  # any text: what is not an entity tag of the person matches nothing
-            schema["examples"] = ["*", '"5cfe64247a3194e1aef01f703986f715572b8d1d"']
-        parameters.append(
-            {"in": "header", "name": name, "schema": schema, "description": HEADER_PARAMS[name]}
-        )
+    for name in params:
+        schema, text = HEADER_PARAMS[name]
+        parameters.append({"in": "header", "name": name, "schema": schema, "description": text})
     if parameters:
         operation["parameters"] = parameters
-    if meta["body"] is not None:
-        operation["requestBody"] = {
-            "required": True,
-            "content": {meta["body_type"]: {"schema": meta["body"]}},
-        }
-    responses: dict = {}
-    for status, (text, schema, headers) in meta["ok"].items():
-        response: dict = {"description": text, "headers": _headers(headers, limited)}
+    if body:
+        content = {meta["body_type"]: {"schema": meta["body"]}}
+        operation["requestBody"] = {"required": True, "content": content}
+    responses = operation["responses"] = {}
+    for status, (text, schema, names) in meta["ok"].items():
+        responses[str(status)] = {"description": text, "headers": headers(names)}
         if schema is not None:
-            response["content"] = {"application/json": {"schema": schema}}
-        responses[str(status)] = response
-    for status in sorted(_statuses(meta, method, path_params, limited) - set(meta["ok"])):
+            responses[str(status)]["content"] = {"application/json": {"schema": schema}}
+    for status in sorted(statuses - set(meta["ok"])):
         responses[str(status)] = {
             "description": ERROR_TEXT[status],
-            "headers": _headers(ERROR_HEADERS.get(status, ()), limited),
-            "content": {PROBLEM: {"schema": "Problem"}},
+            "headers": headers(ERROR_HEADERS.get(status, ())),
+            "content": {"application/problem+json": {"schema": "Problem"}},
         }
-    operation["responses"] = responses
-    operation["security"] = [{"ApiKey": []}, {"Bearer": []}] if meta["auth"] else []
+    operation["security"] = [{"ApiKey": []}, {"Bearer": []}] if auth else []
     return operation
-
-
-def operation_ids(view_name: str, methods) -> dict[str, str]:
-    """The operationId of each method of a view: the view's name, with a suffix after the first."""
-    ordered = sorted(methods, key=METHOD_ORDER.index)
-    return {
-        method: view_name if index == 0 else f"{view_name}_{method.lower()}"
-        for index, method in enumerate(ordered)
-    }
 
 
 def release() -> str:
@@ -214,23 +186,23 @@ def build_spec(app, exempt: set[str]) -> dict:
         spec.components.header(name, header)
     spec.components.schema("Problem", schema=shapes.ProblemSchema)
     rules = [
-        rule
+        (rule, sorted(rule.methods - {"HEAD", "OPTIONS"}))
         for rule in app.url_map.iter_rules()
-        if getattr(app.view_functions.get(rule.endpoint), "apidoc", None) is not None
+        if hasattr(app.view_functions.get(rule.endpoint), "apidoc")
     ]
     # a view may serve several rules (update_person: PATCH and POST): name them together
-    methods_of: dict[str, set[str]] = {}
-    for rule in rules:
-        methods_of.setdefault(rule.endpoint, set()).update(rule.methods - {"HEAD", "OPTIONS"})
+    methods_of: dict[str, list[str]] = {}
+    for rule, methods in rules:
+        methods_of.setdefault(rule.endpoint, []).extend(methods)
     paths: dict[str, dict] = {}
-    for rule in rules:
+    for rule, methods in rules:
         view = app.view_functions[rule.endpoint]
-        path = re.sub(r"<id:(\w+)>", r"{\1}", rule.rule)
-        limited = rule.endpoint not in exempt
-        names = operation_ids(view.__name__, methods_of[rule.endpoint])
-        for method in sorted(rule.methods - {"HEAD", "OPTIONS"}):
-            paths.setdefault(path, {})[method.lower()] = _operation(
-                view.apidoc, names[method], method, sorted(rule.arguments), limited
+        first = min(methods_of[rule.endpoint], key=METHOD_ORDER.index)
+        path = paths.setdefault(re.sub(r"<id:(\w+)>", r"{\1}", rule.rule), {})
+        for method in methods:
+            name = view.__name__ if method == first else f"{view.__name__}_{method.lower()}"
+            path[method.lower()] = _operation(
+                view.apidoc, name, method, sorted(rule.arguments), rule.endpoint not in exempt
             )
     for path, operations in paths.items():
         spec.path(path=path, operations=operations)

@@ -14,15 +14,12 @@ from .jsonio import dump_json
 
 log = logging.getLogger("people_service")
 
-PROBLEM_JSON = "application/problem+json"
-
 # An error document stays small whatever the body was: a body of 50,000 unknown fields would
 # otherwise be echoed back twice (in `errors` and in `detail`), four times its own size.
 MAX_FIELD_ERRORS = 50  # messages kept in `errors`; `errors_omitted` counts the rest
 MAX_NAME = 100  # characters of a field name echoed back
 MAX_DETAIL = 1000  # characters of `detail`
 UNKNOWN_FIELD = ["Unknown field."]  # marshmallow's message for a field the schema lacks
-
 
 # The one mapping of domain errors to HTTP: a class's status is that of its nearest listed base.
 STATUS = {
@@ -46,18 +43,17 @@ STATUS = {
 HEADERS = {e.Busy: {"Retry-After": "1"}, e.Unavailable: {"Retry-After": "5"}}
 # The GraphQL code of an HTTP status that no domain error raised (routing, body size, ...).
 STATUS_CODES = {401: "UNAUTHENTICATED", 403: "FORBIDDEN", 404: "NOT_FOUND", 429: "RATE_LIMITED"}
+# One-sentence details of werkzeug's own errors (routing, body size)
+HTTP_DETAILS = {
+    404: "No such resource.",
+    405: "The method is not allowed for this resource.",
+    413: "The request body is too large.",
+    431: "The request's headers are too large.",
+}
 
 
 def _nearest(table: dict, error: ServiceError, default=None):
-    for cls in type(error).__mro__:
-        if cls in table:
-            return table[cls]
-    return default
-
-
-def status_of(error: ServiceError) -> int:
-    """The HTTP status of a domain error."""
-    return _nearest(STATUS, error)
+    return next((table[cls] for cls in type(error).__mro__ if cls in table), default)
 
 
 def graphql_code(status: int) -> str:
@@ -72,23 +68,11 @@ def with_headers(error: ServiceError, headers: dict) -> ServiceError:
     return error
 
 
-def problem(status: int, detail: str, errors: dict | None = None, omitted: int = 0) -> dict:
-    """An RFC 9457 problem document."""
-    body = {"type": "about:blank", "title": HTTPStatus(status).phrase, "status": status}
-    body["detail"] = detail
-    if errors:
-        body["errors"] = errors
-    if omitted:
-        body["errors_omitted"] = omitted
-    return body
-
-
 def bounded_errors(errors: dict, limit: int = MAX_FIELD_ERRORS) -> tuple[dict, int]:
     """The first `limit` messages of nested field errors, shaped as before, and how many are left.
 
     Messages about the fields a client meant come before "Unknown field." ones, so that a body
-    stuffed with unknown names cannot hide the message that matters. Field names longer than
-    MAX_NAME are cut (no field of ours is that long).
+    stuffed with unknown names cannot hide the message that matters.
     """
     kept = omitted = 0
 
@@ -96,22 +80,18 @@ def bounded_errors(errors: dict, limit: int = MAX_FIELD_ERRORS) -> tuple[dict, i
         nonlocal kept, omitted
         if isinstance(node, dict):
             out = {}
-            items = sorted(node.items(), key=lambda item: item[1] == UNKNOWN_FIELD)
-            for key, value in items:
-                name = (
-                    key[: MAX_NAME - 1] + "…"
-                    if isinstance(key, str) and len(key) > MAX_NAME
-                    else key
-                )
+            for key, value in sorted(node.items(), key=lambda item: item[1] == UNKNOWN_FIELD):
+                if isinstance(key, str) and len(key) > MAX_NAME:
+                    key = key[: MAX_NAME - 1] + "…"
                 part = walk(value)
-                if part and name not in out:
-                    out[name] = part
+                if part and key not in out:
+                    out[key] = part
                 elif part:  # two long names cut to the same text: count the second as left out
                     omitted += _count(part)
                     kept -= _count(part)
             return out
         if isinstance(node, list):
-            return [part for part in (walk(item) for item in node) if part]
+            return [part for part in map(walk, node) if part]
         if kept < limit:
             kept += 1
             return node
@@ -123,14 +103,29 @@ def bounded_errors(errors: dict, limit: int = MAX_FIELD_ERRORS) -> tuple[dict, i
 
 def _count(node) -> int:
     if isinstance(node, dict):
-        return sum(_count(value) for value in node.values())
-    if isinstance(node, list):
-        return sum(_count(item) for item in node)
-    return 1
+        node = list(node.values())
+    return sum(map(_count, node)) if isinstance(node, list) else 1
 
 
 def _parts(error: Exception) -> tuple[int, str, dict | None, dict, int]:
-    status, detail, errors, headers = _unbounded_parts(error)
+    if isinstance(error, ServiceError):
+        status = _nearest(STATUS, error)
+        if status == 500:  # a failure nobody foresaw (the store's, say): the operator must know
+            log.error("unexpected error", exc_info=error)
+        headers = {**_nearest(HEADERS, error, {}), **getattr(error, "http_headers", {})}
+        detail, errors = error.detail, error.errors
+    # server errors a client causes (a transfer coding nobody implements) say so; others hide
+    elif (
+        isinstance(error, HTTPException) and error.code and (error.code < 500 or error.code == 501)
+    ):
+        status, errors = error.code, None
+        headers = dict(error.get_response().headers)
+        headers.pop("Content-Type", None)
+        headers.pop("Content-Length", None)
+        detail = HTTP_DETAILS.get(status) or str(error.description or HTTPStatus(status).phrase)
+    else:
+        log.error("unexpected error", exc_info=getattr(error, "original_exception", None) or error)
+        status, detail, errors, headers = 500, ServiceError.default_detail, None, {}
     omitted = 0
     if errors:
         errors, omitted = bounded_errors(errors)
@@ -147,57 +142,20 @@ def _parts(error: Exception) -> tuple[int, str, dict | None, dict, int]:
 
 def error_parts(error: Exception) -> tuple[int, str, dict | None, dict]:
     """Status, detail, field errors and headers of any error; internals of others stay hidden.
-
-    The field errors and the detail are bounded (MAX_FIELD_ERRORS, MAX_DETAIL).
-    """
+    The field errors and the detail are bounded (MAX_FIELD_ERRORS, MAX_DETAIL)."""
     return _parts(error)[:4]
-
-
-# Server errors a client causes (a transfer coding nobody implements) say so; other 5xx hide.
-CLIENT_CAUSED_5XX = frozenset({501})
-
-
-def _unbounded_parts(error: Exception) -> tuple[int, str, dict | None, dict]:
-    if isinstance(error, ServiceError):
-        status = status_of(error)
-        if status == 500:  # a failure nobody foresaw (the store's, say): the operator must know
-            log.error("unexpected error", exc_info=error)
-        headers = {**_nearest(HEADERS, error, {}), **getattr(error, "http_headers", {})}
-        return status, error.detail, error.errors, headers
-    if (
-        isinstance(error, HTTPException)
-        and error.code
-        and (error.code < 500 or error.code in CLIENT_CAUSED_5XX)
-    ):
-        headers = dict(error.get_response().headers)
-        headers.pop("Content-Type", None)
-        headers.pop("Content-Length", None)
-        return error.code, http_detail(error), None, headers
-    original = getattr(error, "original_exception", None) or error
-    log.error("unexpected error", exc_info=original)
-    return 500, ServiceError.default_detail, None, {}
-
-
-def http_detail(error: HTTPException) -> str:
-    """A one-sentence detail for werkzeug's own errors (routing, body size)."""
-    if error.code == 404:
-        return "No such resource."
-    if error.code == 405:
-        return "The method is not allowed for this resource."
-    if error.code == 413:
-        return "The request body is too large."
-    if error.code == 431:
-        return "The request's headers are too large."
-    return str(error.description or HTTPStatus(error.code).phrase)
 
 
 def problem_response(error: Exception) -> Response:
     """Render any error as application/problem+json, keeping headers such as Allow."""
     status, detail, errors, headers, omitted = _parts(error)
-    # the same compact JSON and final newline as every other answer (dump_json falls back to
-    # ASCII escapes for field names echoed from a body with lone surrogates)
-    body = dump_json(problem(status, detail, errors, omitted))
-    return Response(body, status=status, headers=headers, content_type=PROBLEM_JSON)
+    body = {"type": "about:blank", "title": HTTPStatus(status).phrase, "status": status}
+    body["detail"] = detail
+    if errors:
+        body["errors"] = errors
+    if omitted:
+        body["errors_omitted"] = omitted
+    return Response(dump_json(body), status, headers, content_type="application/problem+json")
 
 
 def init_app(app) -> None:
