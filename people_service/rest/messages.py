@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from flask import Blueprint, request, url_for
 
-from .. import idempotency, schemas, service
+from .. import schemas, service
 from ..web import get_store
 from ..web.caller import current_caller, required
 from ..web.jsonio import json_body, json_response
 from . import shapes
 from .openapi import doc
 from .params import strict_query
+from .people import idempotent
 
 bp = Blueprint("messages", __name__)
 strict_query(bp)
@@ -34,19 +35,12 @@ strict_query(bp)
 )
 def send_message():
     data = json_body()
-    caller = current_caller()
-    store = get_store()
-    status, message, replayed = idempotency.idempotent(
-        store,
-        caller.key,
-        request.headers.get("Idempotency-Key"),
-        idempotency.fingerprint("POST /message", data),
-        lambda: (201, service.send_message(store, caller.viewer, data)),
+    viewer, store = current_caller().viewer, get_store()
+    status, message, replayed = idempotent(
+        store, "POST /message", data, lambda: (201, service.send_message(store, viewer, data))
     )
-    headers = {"Location": url_for("messages.get_message", message_id=message["id"])}
-    if replayed:
-        headers["Idempotent-Replayed"] = "true"
-    return json_response(message, status, headers)
+    location = url_for("messages.get_message", message_id=message["id"])
+    return json_response(message, status, {"Location": location, **replayed})
 
 
 @bp.get("/message/<id:message_id>")
@@ -69,11 +63,5 @@ def get_message(message_id):
     tag="messages",
 )
 def list_messages(person_id):
-    messages = service.list_messages(
-        get_store(),
-        current_caller().viewer,
-        person_id,
-        limit=request.args.get("limit"),
-        offset=request.args.get("offset"),
-    )
-    return json_response(messages)
+    viewer, args = current_caller().viewer, request.args.to_dict()
+    return json_response(service.list_messages(get_store(), viewer, person_id, **args))

@@ -21,18 +21,15 @@ strict_query(bp)
 PERSON = ("The person.", shapes.PersonOutSchema, ["ETag"])
 NO_CONTENT = {204: ("Done.", None, [])}
 PAGE = ["X-Total-Count", "Link"]
-
-
-def etag_of(person: dict) -> str:
-    """The strong ETag of a person: werkzeug's hash of exactly the bytes the API sends."""
-    return generate_etag(dump_json(person))
+# The order of the parameters in the Link header: paging first, then what the client asked.
+LINK_PARAMETERS = ("limit", "offset", *service.FILTERS, "sort")
+NONE = (None, "")
 
 
 def if_match():
     """If-Match (strong) and If-None-Match (weak) as a precondition on the current person of a
     write (RFC 9110 13.1), None without either."""
-    headers = request.headers
-    match, none_match = "If-Match" in headers, "If-None-Match" in headers
+    match, none_match = "If-Match" in request.headers, "If-None-Match" in request.headers
     if not match and not none_match:
         return None
     tags, other_tags = request.if_match, request.if_none_match
@@ -40,12 +37,23 @@ def if_match():
     def holds(current: dict | None) -> bool:
         if current is None:  # a create: If-Match has nothing to match, If-None-Match holds
             return not match
-        etag = etag_of(current)
+        etag = generate_etag(dump_json(current))  # the hash add_etag() gives the answer
         if match and not tags.contains(etag):
             return False
         return not (none_match and other_tags.contains_weak(etag))
 
     return holds
+
+
+def idempotent(store, what: str, data, action):
+    """`action() -> (status, body)` run once per caller, Idempotency-Key and request;
+    returns (status, body, headers)."""
+    key = request.headers.get("Idempotency-Key")
+    request_print = idempotency.fingerprint(what, data)
+    status, body, replayed = idempotency.idempotent(
+        store, current_caller().key, key, request_print, action
+    )
+    return status, body, {"Idempotent-Replayed": "true"} if replayed else {}
 
 
 def _person_response(person: dict, status: int = 200, headers=None):
@@ -56,32 +64,20 @@ def _person_response(person: dict, status: int = 200, headers=None):
     return response
 
 
-# The order of the parameters in the Link header: paging first, then what the client asked.
-LINK_PARAMETERS = ("limit", "offset", *service.FILTERS, "sort")
-
-
-def _page_link(path: str, query: dict, offset: int) -> str:
-    """The URL of another page of the same list: every parameter kept, the offset changed."""
-    params = []
-    for name in LINK_PARAMETERS:
-        value = offset if name == "offset" else query.get(name)
-        if name == "sort":
-            value = schemas.sort_text(value or ())
-        if value is not None and value != "":
-            params.append((name, value))
-    # commas stay readable in `sort` (a sub-delimiter, allowed in a query)
-    return f"{path}?{urlencode(params, safe=',')}"
-
-
 def paged_response(entries: list, total: int, query: dict):
     """A page of a list, with X-Total-Count and a Link header to the next and previous pages."""
     path = request.script_root + request.path  # under the server's mount prefix
     limit, offset = query["limit"], query["offset"]
-    links = []
-    if offset + limit < total:
-        links.append(f'<{_page_link(path, query, offset + limit)}>; rel="next"')
+
+    def link(to: int, rel: str) -> str:
+        given = {**query, "offset": to, "sort": schemas.sort_text(query.get("sort") or ())}
+        params = [(name, given[name]) for name in LINK_PARAMETERS if given.get(name) not in NONE]
+        # commas stay readable in `sort` (a sub-delimiter, allowed in a query)
+        return f'<{path}?{urlencode(params, safe=",")}>; rel="{rel}"'
+
+    links = [link(offset + limit, "next")] if offset + limit < total else []
     if offset > 0:
-        links.append(f'<{_page_link(path, query, max(0, offset - limit))}>; rel="prev"')
+        links.append(link(max(0, offset - limit), "prev"))
     headers = {"X-Total-Count": str(total)}
     if links:
         headers["Link"] = ", ".join(links)
@@ -96,11 +92,8 @@ def paged_response(entries: list, total: int, query: dict):
     ok={200: ("A page of people.", shapes.PersonEntrySchema(many=True), PAGE)},
 )
 def list_people():
-    args = request.args
-    entries, total, query = service.list_people(
-        get_store(), **{name: args.get(name) for name in LINK_PARAMETERS}
-    )
-    return paged_response(entries, total, query)
+    # strict_query let through only the parameters the schema names, each once
+    return paged_response(*service.list_people(get_store(), **request.args.to_dict()))
 
 
 @bp.get("/person/<id:person_id>")
@@ -144,14 +137,8 @@ def create_person():
         person, created = service.create_person(store, data, precondition)
         return (201 if created else 200), person
 
-    status, person, replayed = idempotency.idempotent(
-        store,
-        current_caller().key,
-        request.headers.get("Idempotency-Key"),
-        idempotency.fingerprint("POST /person", data),
-        create,
-    )
-    return _person_response(person, status, {"Idempotent-Replayed": "true"} if replayed else None)
+    status, person, replayed = idempotent(store, "POST /person", data, create)
+    return _person_response(person, status, replayed)
 
 
 @bp.put("/person/<id:person_id>")
@@ -201,11 +188,8 @@ def delete_person(person_id):
     ok={200: ("A page of friends.", shapes.PersonEntrySchema(many=True), PAGE)},
 )
 def list_friends(person_id):
-    args = request.args
-    entries, total, query = service.list_friends(
-        get_store(), person_id, limit=args.get("limit"), offset=args.get("offset")
-    )
-    return paged_response(entries, total, query)
+    args = request.args.to_dict()
+    return paged_response(*service.list_friends(get_store(), person_id, **args))
 
 
 @bp.put("/person/<id:person_id>/friends/<id:friend_id>")
