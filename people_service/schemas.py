@@ -1,5 +1,4 @@
-"""Marshmallow schemas: every input rule of REST, GraphQL, the CLI and the OpenAPI document
-(long because all of them live here, so that no two can disagree)."""
+"""Marshmallow schemas: every input rule of REST, GraphQL, the CLI and the OpenAPI document."""
 
 from __future__ import annotations
 
@@ -62,8 +61,6 @@ def text(max_length: int, min_length: int = 0, **kwargs) -> Text:
 
 
 class Id(fields.String):
-    """A person or message id: a JSON string of digits, such as "17"."""
-
     def __init__(self, **kwargs):
         kwargs["metadata"] = {"example": "17", **kwargs.get("metadata", {})}
         super().__init__(validate=FullMatch(ID_PATTERN, error="Not a valid id."), **kwargs)
@@ -123,8 +120,6 @@ class AddressSchema(Schema):
 
 
 class PersonSchema(Schema):
-    """A whole person as a client sends it (POST, PUT, GraphQL's PersonInput)."""
-
     name = text(200, 1, required=True)
     age = WholeNumber(allow_none=True, validate=validate.Range(min=0, max=150))
     email = fields.Email(
@@ -136,27 +131,19 @@ class PersonSchema(Schema):
 
 
 class PersonPatchSchema(PersonSchema):
-    """A JSON merge patch of a person: only the fields to change; null clears a field."""
-
     name = text(200, 1)
 
 
 class PersonUpdateSchema(PersonPatchSchema):
-    """POST /person with the id of an existing person: a merge patch of that person."""
-
     id = Id(required=True)
 
 
 class MessageSchema(Schema):
-    """A message as a client sends it; the sender is always the caller."""
-
     person_id = Id(required=True)
     content = text(10_000, 1, required=True)
 
 
 class PageSchema(Schema):
-    """Paging of lists: the same bounds for REST query strings and GraphQL arguments."""
-
     class Meta:
         unknown = EXCLUDE
 
@@ -209,9 +196,6 @@ class SortOrder(fields.String):
             order.append((key, item.startswith("-")))
         return tuple(order)
 
-    def _serialize(self, value, attr, obj, **kwargs):
-        return None if value is None else sort_text(value)
-
 
 def sort_text(order) -> str:
     """A loaded sort order as the query string writes it: 'name,-age'."""
@@ -219,8 +203,6 @@ def sort_text(order) -> str:
 
 
 class PeopleQuerySchema(PageSchema):
-    """The filters, order and page of a people list (REST query string, GraphQL arguments)."""
-
     name = text(200, metadata={"description": "Case-insensitive part of the name."})
     city = text(200, metadata={"description": "The city, exactly but ignoring case."})
     country = text(200, metadata={"description": "The country, exactly but ignoring case."})
@@ -245,27 +227,19 @@ class PeopleQuerySchema(PageSchema):
 
 
 class ListFieldSchema(Schema):
-    """The `limit` of a list inside a person (GraphQL's friends and messages): 0 to 100."""
-
     limit = Count(0, 100, load_default=10)
 
 
 class PersonNameSchema(Schema):
-    """A name to look a person up by: text that could have been stored."""
-
     name = text(200, required=True)
 
 
 class ImportPersonSchema(PersonSchema):
-    """A person of an import file (the demo file's format): with its id and its friends' ids."""
-
     id = Id(required=True)
     friends = fields.List(Id(), load_default=list)
 
 
 class ImportSchema(Schema):
-    """An import file: {"people": [...]}."""
-
     people = fields.List(fields.Nested(ImportPersonSchema), required=True)
 
 
@@ -280,8 +254,6 @@ class Scopes(fields.Field):
 
 
 class RateLimit(fields.String):
-    """A rate limit such as '600/minute' or '10/second;500/hour'."""
-
     def _deserialize(self, value, attr, data, **kwargs):
         text = super()._deserialize(value, attr, data, **kwargs)
         problem = limit_problem(text)
@@ -294,8 +266,6 @@ NAME_RULE = "1 to 64 letters, digits or . _ @ -, starting with a letter or digit
 
 
 class KeyRequestSchema(Schema):
-    """A new API key: its name, scopes and its own rate limit (None: the default)."""
-
     name = fields.String(required=True, validate=FullMatch(NAME_PATTERN, error=NAME_RULE))
     scopes = Scopes(load_default=lambda: ["read", "write"])
     rate_limit = RateLimit(load_default=None, allow_none=True)
@@ -316,8 +286,6 @@ class Password(Text):
 
 
 class UserRequestSchema(Schema):
-    """A new user: a username, a password, scopes and its own rate limit."""
-
     username = fields.String(required=True, validate=FullMatch(NAME_PATTERN, error=NAME_RULE))
     password = Password(required=True)
     scopes = Scopes(load_default=lambda: ["read", "write"])

@@ -22,37 +22,28 @@ EXAMPLE = """curl -i '{base}/people?limit=5' -H "X-API-Key: $KEY\""""
 DOCS_POLICY = content_security_policy(inline_styles=True)
 
 
-def links() -> dict[str, str]:
-    """Where to go from the front page (paths on this server, never built from Host)."""
-    return {
+@bp.get("/")
+def front_page():
+    """What this service is and where to go; open, like /health."""
+    links = {
         "graphql": url_for("graphql.graphql_endpoint"),
         "docs": url_for("front.docs"),
         "openapi": url_for("ops.openapi"),
         "health": url_for("ops.health"),
     }
-
-
-@bp.get("/")
-def front_page():
-    """What this service is and where to go; open, like /health."""
-    if wants_html():
-        # rendered per request, never cached: the base URL is what this request was sent to
-        page = render_template(
-            "front.html",
-            title="people-service",
-            description=DESCRIPTION,
-            links=links(),
-            explorer=current_app.config["EXPLORER"] != "none",
-            example=EXAMPLE.format(base=request.url_root.rstrip("/")),
-        )
-        return html_response(page)
-    body = {
-        "name": "people-service",
-        "version": release(),
-        "description": DESCRIPTION,
-        "links": links(),
-    }
-    return json_response(body, headers={"Vary": "Accept"})
+    if not wants_html():
+        body = {"name": "people-service", "version": release(), "description": DESCRIPTION}
+        return json_response({**body, "links": links}, headers={"Vary": "Accept"})
+    # rendered per request, never cached: the base URL is what this request was sent to
+    page = render_template(
+        "front.html",
+        title="people-service",
+        description=DESCRIPTION,
+        links=links,
+        explorer=current_app.config["EXPLORER"] != "none",
+        example=EXAMPLE.format(base=request.url_root.rstrip("/")),
+    )
+    return html_response(page)
 
 
 @bp.get("/docs")

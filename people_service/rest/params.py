@@ -22,39 +22,27 @@ SHOWN = 10  # names listed in one answer: a hostile query string cannot make it 
 
 
 @functools.cache
-def _names(schema) -> frozenset[str]:
-    instance = schema() if isinstance(schema, type) else schema
-    return frozenset(
-        field.data_key or name for name, field in instance.fields.items() if not field.dump_only
-    )
-
-
 def accepted(view) -> frozenset[str]:
     """The query parameters of a view: the fields of the query schema its @doc names (the
     OpenAPI document lists the same), none without one."""
-    meta = getattr(view, "apidoc", None) or {}
-    schema = meta.get("query")
-    return frozenset() if schema is None else _names(schema)
+    schema = getattr(view, "apidoc", {}).get("query")
+    return frozenset(schema().load_fields) if schema else frozenset()
 
 
-def _shown(name: str) -> str:
-    return repr(name[:40])
-
-
-def check_query(args, allowed: frozenset[str], what: str = "This endpoint") -> None:
+def check_query(args, allowed: frozenset[str], what: str) -> None:
     """Raise BadRequest (400) for parameters outside `allowed`, and for one given twice."""
     unknown = [name for name in args if name not in allowed]
     if unknown:
         takes = ", ".join(sorted(allowed)) if allowed else "no query parameters"
         plural = "s" if len(unknown) > 1 else ""
-        listed = ", ".join(_shown(name) for name in unknown[:SHOWN])
+        listed = ", ".join(repr(name[:40]) for name in unknown[:SHOWN])
         raise BadRequest(
             f"Unknown query parameter{plural} {listed}; {what} takes {takes}.",
             errors={name[:40]: ["Unknown parameter."] for name in unknown[:SHOWN]},
         )
     repeated = [name for name, values in args.lists() if len(values) > 1]
     if repeated:
-        listed = ", ".join(_shown(name) for name in repeated)
+        listed = ", ".join(repr(name[:40]) for name in repeated)
         raise BadRequest(
             f"Query parameter {listed} given more than once; give each parameter once.",
             errors={name: ["Given more than once."] for name in repeated},

@@ -14,8 +14,6 @@ class AddressOutSchema(Schema):
 
 
 class PersonOutSchema(Schema):
-    """A person as the details endpoint returns it: every key present, unknown values null."""
-
     id = fields.String(required=True, metadata={"example": "17"})
     name = fields.String(required=True)
     age = fields.Integer(required=True, allow_none=True)
@@ -24,8 +22,6 @@ class PersonOutSchema(Schema):
 
 
 class PersonEntrySchema(Schema):
-    """An entry of GET /people."""
-
     id = fields.String(required=True, metadata={"example": "17"})
     name = fields.String(required=True)
 
@@ -64,8 +60,6 @@ class HealthSchema(Schema):
 
 
 class ProblemSchema(Schema):
-    """RFC 9457 problem details, the body of every REST error."""
-
     type = fields.String(required=True, metadata={"example": "about:blank"})
     title = fields.String(required=True, metadata={"example": "Unprocessable Entity"})
     status = fields.Integer(required=True, metadata={"example": 422})
@@ -88,12 +82,8 @@ PATH_ID = {"description": "The id of the path, repeated; any other id is refused
 
 
 class PersonReplaceSchema(schemas.PersonSchema):
-    """A whole person (PUT); `id` may repeat the path's id."""
-
     id = schemas.Id(metadata=PATH_ID)
 
 
 class PersonMergeSchema(schemas.PersonPatchSchema):
-    """A JSON merge patch of a person (PATCH); `id` may repeat the path's id."""
-
     id = schemas.Id(metadata=PATH_ID)
