@@ -226,21 +226,9 @@ class PeopleQuerySchema(PageSchema):
             raise ValidationError("Must not be greater than the maximum age.", "min_age")
 
 
-class ListFieldSchema(Schema):
-    limit = Count(0, 100, load_default=10)
-
-
-class PersonNameSchema(Schema):
-    name = text(200, required=True)
-
-
 class ImportPersonSchema(PersonSchema):
     id = Id(required=True)
     friends = fields.List(Id(), load_default=list)
-
-
-class ImportSchema(Schema):
-    people = fields.List(fields.Nested(ImportPersonSchema), required=True)
 
 
 class Scopes(fields.Field):
@@ -253,13 +241,11 @@ class Scopes(fields.Field):
         return [scope for scope in SCOPES if scope in items]
 
 
-class RateLimit(fields.String):
-    def _deserialize(self, value, attr, data, **kwargs):
-        text = super()._deserialize(value, attr, data, **kwargs)
-        problem = limit_problem(text)
-        if problem:
-            raise ValidationError(f"Must {problem}.")
-        return text
+def _rate_limit(value: str) -> None:
+    """A rate limit such as '600/minute' or '10/second;500/hour'."""
+    problem = limit_problem(value)
+    if problem:
+        raise ValidationError(f"Must {problem}.")
 
 
 NAME_RULE = "1 to 64 letters, digits or . _ @ -, starting with a letter or digit."
@@ -268,7 +254,7 @@ NAME_RULE = "1 to 64 letters, digits or . _ @ -, starting with a letter or digit
 class KeyRequestSchema(Schema):
     name = fields.String(required=True, validate=FullMatch(NAME_PATTERN, error=NAME_RULE))
     scopes = Scopes(load_default=lambda: ["read", "write"])
-    rate_limit = RateLimit(load_default=None, allow_none=True)
+    rate_limit = fields.String(load_default=None, allow_none=True, validate=_rate_limit)
 
 
 class Password(Text):
@@ -289,7 +275,7 @@ class UserRequestSchema(Schema):
     username = fields.String(required=True, validate=FullMatch(NAME_PATTERN, error=NAME_RULE))
     password = Password(required=True)
     scopes = Scopes(load_default=lambda: ["read", "write"])
-    rate_limit = RateLimit(load_default=None, allow_none=True)
+    rate_limit = fields.String(load_default=None, allow_none=True, validate=_rate_limit)
 
 
 class TokenRequestSchema(Schema):
@@ -303,12 +289,14 @@ person_update_schema = PersonUpdateSchema()
 message_schema = MessageSchema()
 people_query_schema = PeopleQuerySchema()
 page_schema = PageSchema()
-list_field_schema = ListFieldSchema()
+list_field_schema = Schema.from_dict({"limit": Count(0, 100, load_default=10)})()
 # the `limit` of a page of people, and of a list inside a person (friends, messages)
 PEOPLE_LIMITS = page_schema.fields["limit"].bounds
 LIST_FIELD_LIMITS = list_field_schema.fields["limit"].bounds
-person_name_schema = PersonNameSchema()
-import_schema = ImportSchema()
+person_name_schema = Schema.from_dict({"name": text(200, required=True)})()
+import_schema = Schema.from_dict(
+    {"people": fields.List(fields.Nested(ImportPersonSchema), required=True)}
+)()
 token_request_schema = TokenRequestSchema()
 key_request_schema = KeyRequestSchema()
 user_request_schema = UserRequestSchema()

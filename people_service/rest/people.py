@@ -6,11 +6,12 @@ from urllib.parse import urlencode
 
 from flask import Blueprint, request, url_for
 from werkzeug.http import generate_etag
+from werkzeug.wrappers import Response
 
 from .. import idempotency, schemas, service
 from ..web import get_store
 from ..web.caller import current_caller, required
-from ..web.jsonio import PATCH_TYPES, dump_json, empty_response, json_body, json_response
+from ..web.jsonio import PATCH_TYPES, dump_json, json_body, json_response
 from . import shapes
 from .openapi import doc
 from .params import strict_query
@@ -177,7 +178,7 @@ def update_person(person_id):
 @doc("Delete a person with their friendships and messages", headers=["If-Match"], ok=NO_CONTENT)
 def delete_person(person_id):
     service.delete_person(get_store(), person_id, if_match())
-    return empty_response()
+    return Response(status=204)
 
 
 @bp.get("/person/<id:person_id>/friends")
@@ -197,7 +198,7 @@ def list_friends(person_id):
 @doc("Make two people friends (mutual; idempotent)", ok=NO_CONTENT, errors=[422])
 def add_friend(person_id, friend_id):
     service.add_friend(get_store(), person_id, friend_id)
-    return empty_response()
+    return Response(status=204)
 
 
 @bp.delete("/person/<id:person_id>/friends/<id:friend_id>")
@@ -205,4 +206,4 @@ def add_friend(person_id, friend_id):
 @doc("End a friendship (also fine when there was none)", ok=NO_CONTENT)
 def remove_friend(person_id, friend_id):
     service.remove_friend(get_store(), person_id, friend_id)
-    return empty_response()
+    return Response(status=204)

@@ -11,7 +11,6 @@ from werkzeug.wrappers import Response
 
 from ..errors import BadRequest, UnsupportedMediaType
 
-JSON_TYPES = ("application/json",)
 # Arrays and objects inside one another, at most: what reads a body afterwards recurses too
 MAX_DEPTH = 100
 NESTED_TOO_DEEPLY = "The JSON is nested too deeply."
@@ -26,19 +25,16 @@ def _number(text: str) -> float | Decimal:
     """A float, or an exact Decimal where the float would round a fraction to a whole number
     (1e-400 to 0), so that no integer field takes it."""
     value = float(text)
-    if value.is_integer() and Decimal(text) != value:
-        return Decimal(text)
-    return value
+    return Decimal(text) if value.is_integer() and Decimal(text) != value else value
 
 
-def json_body(types=JSON_TYPES):
+def json_body(types=("application/json",)):
     """The request's JSON body: 415 for another media type, 400 when it does not parse."""
     if request.mimetype not in types:
         raise UnsupportedMediaType(
             f"The body must be {' or '.join(types)}, not '{request.mimetype or 'nothing'}'."
         )
-    charset = request.mimetype_params.get("charset", "utf-8").lower()
-    if charset not in ("utf-8", "utf8"):
+    if request.mimetype_params.get("charset", "utf-8").lower() not in ("utf-8", "utf8"):
         raise UnsupportedMediaType("JSON bodies must be UTF-8.")
     raw = request.get_data(cache=True)
     if not raw.strip():
@@ -63,27 +59,16 @@ def parse_json(raw: bytes | str):
             ) from None
         raise BadRequest(f"The body is not valid JSON: {exc}.") from None
     # a value cannot nest deeper than it has brackets: the usual body is not walked at all
-    if text.count("[") + text.count("{") > MAX_DEPTH and _deeper_than(value, MAX_DEPTH):
-        raise BadRequest(NESTED_TOO_DEEPLY)
+    if text.count("[") + text.count("{") > MAX_DEPTH:
+        pending = [(value, 1)] if isinstance(value, (dict, list)) else []
+        while pending:  # no recursion
+            item, depth = pending.pop()
+            if depth > MAX_DEPTH:
+                raise BadRequest(NESTED_TOO_DEEPLY)
+            for child in item.values() if isinstance(item, dict) else item:
+                if isinstance(child, (dict, list)):
+                    pending.append((child, depth + 1))
     return value
-
-
-def _deeper_than(value, limit: int) -> bool:
-    """Whether arrays and objects nest more than `limit` levels in `value` (no recursion)."""
-    pending = [(value, 1)] if isinstance(value, (dict, list)) else []
-    while pending:
-        item, depth = pending.pop()
-        if depth > limit:
-            return True
-        for child in item.values() if isinstance(item, dict) else item:
-            if isinstance(child, (dict, list)):
-                pending.append((child, depth + 1))
-    return False
-
-
-def empty_response(status: int = 204, headers=None) -> Response:
-    """An answer without a body (204, 304)."""
-    return Response(status=status, headers=headers)
 
 
 def dump_json(data) -> bytes:
