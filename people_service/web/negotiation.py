@@ -13,44 +13,24 @@ JSON = "application/json"
 _CACHED_HEADER_LENGTH = 1024  # longer Accept headers are not kept in the cache
 
 
-def _ranges(header: str) -> list[tuple[str, str, float, int]]:
-    """(type, subtype, quality, position) of each media range, without parameters (werkzeug's
-    matching compares them, but GraphQL-over-HTTP allows `application/json; charset=utf-8`)."""
+def _best_match(offered: tuple[str, ...], header: str) -> str | None:
+    # parameters are dropped: werkzeug's matching compares them, but GraphQL-over-HTTP allows
+    # `application/json; charset=utf-8`
     ranges = []
     for position, (value, quality) in enumerate(parse_accept_header(header)):
         kind, _, subtype = value.partition(";")[0].strip().lower().partition("/")
-        if not kind or not subtype or "/" in subtype or (kind == "*" and subtype != "*"):
-            continue  # not a media range: ignored, as if it were absent
-        ranges.append((kind, subtype, quality, position))
-    return ranges
-
-
-def _rank(offered: str, ranges) -> tuple[float, int, int]:
-    """(quality, specificity, -position) of the most specific range that matches `offered`."""
-    kind, _, subtype = offered.partition("/")
-    best = (0.0, -1, 0)
-    for range_kind, range_subtype, quality, position in ranges:
-        if range_kind == "*":
-            specificity = 0
-        elif range_kind != kind:
-            continue
-        elif range_subtype == "*":
-            specificity = 1
-        elif range_subtype == subtype:
-            specificity = 2
-        else:
-            continue
-        # RFC 9110 12.5.1: the most specific range decides the quality
-        if specificity > best[1] or (specificity == best[1] and quality > best[0]):
-            best = (quality, specificity, -position)
-    return best
-
-
-def _best_match(offered: tuple[str, ...], header: str) -> str | None:
-    ranges = _ranges(header)
+        # what is not a media range is ignored, as if it were absent
+        if kind and subtype and "/" not in subtype and (kind != "*" or subtype == "*"):
+            ranges.append(((kind, subtype), quality, -position))
     choice, choice_rank = None, (0.0, -1, 0)
     for media in offered:  # on a full tie, the server's order decides
-        rank = _rank(media, ranges)
+        wanted, rank = tuple(media.partition("/")[::2]), (0.0, -1, 0)
+        for media_range, quality, position in ranges:
+            specificity = 0 if media_range[0] == "*" else 1 if media_range[1] == "*" else 2
+            matches = media_range[:specificity] == wanted[:specificity]
+            # RFC 9110 12.5.1: the most specific range that matches decides the quality
+            if matches and (specificity, quality) > (rank[1], rank[0]):
+                rank = (quality, specificity, position)
         if rank[0] > 0 and rank > choice_rank:
             choice, choice_rank = media, rank
     return choice
