@@ -11,10 +11,11 @@ from ..web.jsonio import json_body, json_response
 from . import shapes
 from .openapi import doc
 from .params import strict_query
-from .people import idempotent
+from .people import REPLAYED, idempotent
 
 bp = Blueprint("messages", __name__)
 strict_query(bp)
+OUT = shapes.MessageOutSchema
 
 
 @bp.post("/message")
@@ -23,13 +24,7 @@ strict_query(bp)
     "Send a message to a person; the sender is the caller",
     body=schemas.MessageSchema,
     headers=["Idempotency-Key"],
-    ok={
-        201: (
-            "Sent (or a replay: Idempotent-Replayed).",
-            shapes.MessageOutSchema,
-            ["Location", "Idempotent-Replayed"],
-        )
-    },
+    ok={201: ("Sent (or a replay: Idempotent-Replayed).", OUT, ["Location", REPLAYED])},
     errors=[404],
     tag="messages",
 )
@@ -47,7 +42,7 @@ def send_message():
 @required
 @doc(
     "Get a message the caller sent (admins: any message)",
-    ok={200: ("The message.", shapes.MessageOutSchema, [])},
+    ok={200: ("The message.", OUT, [])},
     tag="messages",
 )
 def get_message(message_id):
@@ -59,7 +54,7 @@ def get_message(message_id):
 @doc(
     "The caller's messages to a person, newest first",
     query=schemas.PageSchema,
-    ok={200: ("A page of messages.", shapes.MessageOutSchema(many=True), [])},
+    ok={200: ("A page of messages.", OUT(many=True), [])},
     tag="messages",
 )
 def list_messages(person_id):

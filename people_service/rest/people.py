@@ -19,12 +19,13 @@ from .params import strict_query
 bp = Blueprint("people", __name__)
 strict_query(bp)
 
-PERSON = ("The person.", shapes.PersonOutSchema, ["ETag"])
+OUT, REPLAYED = shapes.PersonOutSchema, "Idempotent-Replayed"
+PERSON = ("The person.", OUT, ["ETag"])
 NO_CONTENT = {204: ("Done.", None, [])}
 PAGE = ["X-Total-Count", "Link"]
 # The order of the parameters in the Link header: paging first, then what the client asked.
 LINK_PARAMETERS = ("limit", "offset", *service.FILTERS, "sort")
-NONE = (None, "")
+EMPTY = (None, "")
 
 
 def if_match():
@@ -54,7 +55,7 @@ def idempotent(store, what: str, data, action):
     status, body, replayed = idempotency.idempotent(
         store, current_caller().key, key, request_print, action
     )
-    return status, body, {"Idempotent-Replayed": "true"} if replayed else {}
+    return status, body, {REPLAYED: "true"} if replayed else {}
 
 
 def _person_response(person: dict, status: int = 200, headers=None):
@@ -72,7 +73,7 @@ def paged_response(entries: list, total: int, query: dict):
 
     def link(to: int, rel: str) -> str:
         given = {**query, "offset": to, "sort": schemas.sort_text(query.get("sort") or ())}
-        params = [(name, given[name]) for name in LINK_PARAMETERS if given.get(name) not in NONE]
+        params = [(name, given[name]) for name in LINK_PARAMETERS if given.get(name) not in EMPTY]
         # commas stay readable in `sort` (a sub-delimiter, allowed in a query)
         return f'<{path}?{urlencode(params, safe=",")}>; rel="{rel}"'
 
@@ -116,16 +117,8 @@ def get_person(person_id):
     body={"oneOf": [schemas.PersonSchema, schemas.PersonUpdateSchema]},
     headers=["Idempotency-Key", "If-Match"],
     ok={
-        201: (
-            "Created (or a replay: Idempotent-Replayed).",
-            shapes.PersonOutSchema,
-            ["ETag", "Location", "Idempotent-Replayed"],
-        ),
-        200: (
-            "Updated (the body named an existing id), or a replay.",
-            shapes.PersonOutSchema,
-            ["ETag", "Idempotent-Replayed"],
-        ),
+        201: ("Created (or a replay: Idempotent-Replayed).", OUT, ["ETag", "Location", REPLAYED]),
+        200: ("Updated (the body named an existing id), or a replay.", OUT, ["ETag", REPLAYED]),
     },
     errors=[404, 409],
 )

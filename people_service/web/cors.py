@@ -27,12 +27,8 @@ def answer_preflight():
     """Answer the preflight of a known route before authentication and the rate limit, which
     apply to the request that follows."""
     headers = request.headers
-    if (
-        request.method == "OPTIONS"
-        and request.url_rule is not None
-        and "Origin" in headers
-        and "Access-Control-Request-Method" in headers
-    ):
+    preflight = "Origin" in headers and "Access-Control-Request-Method" in headers
+    if request.method == "OPTIONS" and request.url_rule is not None and preflight:
         return current_app.make_default_options_response()  # 204 (lifecycle.App)
     return None
 
