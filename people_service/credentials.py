@@ -52,34 +52,26 @@ def hash_key(key: str) -> str:
     return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+def _new_key() -> tuple[str, str, str]:
+    key = KEY_PREFIX + secrets.token_urlsafe(32)
+    return key, key[:8], hash_key(key)
+
+
 def create_key(store, name: str, scopes="read,write", rate_limit: str | None = None) -> str:
     """A new API key (returned once, never stored in clear); a taken name is Conflict."""
     given = {"name": name, "scopes": scopes, "rate_limit": rate_limit}
     checked = schemas.load(schemas.key_request_schema, given, error=BadRequest)
-    key = KEY_PREFIX + secrets.token_urlsafe(32)
+    key, prefix, digest = _new_key()
     store.insert_key(
-        {
-            "name": checked["name"],
-            "prefix": key[:8],
-            "key_hash": hash_key(key),
-            "scopes": _scopes(checked["scopes"]),
-            "rate_limit": checked["rate_limit"],
-        }
+        {**checked, "prefix": prefix, "key_hash": digest, "scopes": _scopes(checked["scopes"])}
     )
     return key
 
 
 def check_field(kind: str, field: str, value) -> None:
-    """Check one field of a new key ("key") or user ("user") by the rule create_key or
-    create_user applies; BadRequest with the field's message. The CLI checks its options with
-    it before it opens a database or asks for a password."""
+    """Check one field of a new key or user by the rule create_key or create_user applies."""
     schema = {"key": schemas.KeyRequestSchema, "user": schemas.UserRequestSchema}[kind]
     schemas.load(schema(only=(field,)), {field: value}, error=BadRequest)
-
-
-def list_keys(store) -> list[dict]:
-    """Every key (revoked ones too) with its scopes, limit and usage; never the key itself."""
-    return store.list_keys()
 
 
 def revoke_key(store, name: str) -> None:
@@ -89,10 +81,9 @@ def revoke_key(store, name: str) -> None:
 
 
 def rotate_key(store, name: str) -> str:
-    """A new secret for an active key (returned once); its name, scopes, limit and usage stay,
-    and the old secret is refused from now on."""
-    key = KEY_PREFIX + secrets.token_urlsafe(32)
-    if not store.rotate_key(name, key[:8], hash_key(key)):
+    """A new secret for an active key (returned once); its name, limits and usage stay."""
+    key, prefix, digest = _new_key()
+    if not store.rotate_key(name, prefix, digest):
         raise NotFound(f"No active API key named '{name}'.")
     return key
 
@@ -127,10 +118,8 @@ def create_user(
     rate_limit: str | None = None,
     method: str = DEFAULT_METHOD,
 ) -> None:
-    """A login for the token handshake, its password hashed by `method` (the
-    PASSWORD_HASH_METHOD setting); a taken username is Conflict."""
-    given = {"username": username, "password": password, "scopes": scopes}
-    given["rate_limit"] = rate_limit
+    """A login for the token handshake (password hashed by `method`); a taken name is Conflict."""
+    given = {"username": username, "password": password, "scopes": scopes, "rate_limit": rate_limit}
     checked = schemas.load(schemas.user_request_schema, given, error=BadRequest)
     _check_context(checked["password"], checked["username"])
     store.insert_user(
@@ -145,20 +134,13 @@ def create_user(
 
 def _check_context(password: str, username: str) -> None:
     if names_its_context(password, username):
-        raise BadRequest(
-            "password: Must not contain the username or the service's name.",
-            errors={"password": ["Must not contain the username or the service's name."]},
+        raise BadRequest.of_field(
+            "password", "Must not contain the username or the service's name."
         )
 
 
-def list_users(store) -> list[dict]:
-    """Every user with scopes, limit, usage and whether it is disabled; never a password."""
-    return store.list_users()
-
-
 def check_new_password(password: str, username: str) -> str:
-    """`password` if `username` may have it (long enough, not guessable, not naming its
-    context); BadRequest naming the rule it breaks."""
+    """`password` if `username` may have it; BadRequest naming the rule it breaks."""
     checked = schemas.load(schemas.password_schema, {"password": password}, error=BadRequest)
     _check_context(checked["password"], username)
     return checked["password"]
@@ -221,8 +203,7 @@ def issue_token(user: dict, secret: str, ttl: int) -> dict:
 
 def caller_from_token(store, token: str, secret: str) -> Caller | None:
     """The user a token stands for; None when it is invalid, expired, or its user is gone,
-    disabled or has a new password since. Read from the database on every request, so a
-    change made by any process counts at once."""
+    disabled or has a new password since (read on every request: any process's change counts)."""
     try:
         claims = jwt.decode(
             token,

@@ -18,6 +18,11 @@ class ServiceError(Exception):
         self.errors = errors
         super().__init__(self.detail)
 
+    @classmethod
+    def of_field(cls, field: str, message: str) -> ServiceError:
+        """The error of one body field, worded as schemas.load words it."""
+        return cls(f"{field}: {message}", errors={field: [message]})
+
 
 class BadRequest(ServiceError):
     graphql_code = "BAD_REQUEST"
