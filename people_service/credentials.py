@@ -9,10 +9,11 @@ import time
 from dataclasses import dataclass
 
 import jwt
+from werkzeug.security import generate_password_hash
 
 from . import schemas
 from .errors import BadRequest, NotFound
-from .passwords import DEFAULT_METHOD, check_password, dummy_hash, hash_password, names_its_context
+from .passwords import DEFAULT_METHOD, check_password, dummy_hash, names_its_context
 from .service import Viewer
 
 SCOPES = schemas.SCOPES
@@ -125,7 +126,7 @@ def create_user(
     store.insert_user(
         {
             "username": checked["username"],
-            "password_hash": hash_password(checked["password"], method),
+            "password_hash": generate_password_hash(checked["password"], method),
             "scopes": _scopes(checked["scopes"]),
             "rate_limit": checked["rate_limit"],
         }
@@ -149,7 +150,7 @@ def check_new_password(password: str, username: str) -> str:
 def change_password(store, username: str, password: str, method: str = DEFAULT_METHOD) -> None:
     """A new password; tokens issued before it stop working at once, in every process."""
     password = check_new_password(password, username)
-    if not store.set_password(username, hash_password(password, method)):
+    if not store.set_password(username, generate_password_hash(password, method)):
         raise NotFound(f"No user named '{username}'.")
 
 

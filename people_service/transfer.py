@@ -13,11 +13,8 @@ DEMO_FILE = Path(__file__).with_name("demo.json")
 
 
 def import_people(store, document) -> tuple[int, int]:
-    """Load people (with ids, addresses and friend ids) in one transaction.
-
-    The format is that of data/demo.json and of export_people. Ids are kept, so links stay
-    valid; an id or email that is already taken stops the whole import.
-    """
+    """Load people in demo.json's format (ids kept, with addresses and friend ids) in one
+    transaction; an id or email already taken stops the whole import."""
     if not isinstance(document, dict) or not isinstance(document.get("people"), list):
         raise Invalid("The file must be a JSON object with a 'people' array.")
     entries = schemas.load(schemas.import_schema, document)["people"]
