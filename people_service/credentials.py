@@ -45,9 +45,6 @@ def _scopes(scopes: list[str]) -> str:
     return " ".join(scope for scope in SCOPES if scope in scopes)
 
 
-# -- API keys -------------------------------------------------------------------------------
-
-
 def hash_key(key: str) -> str:
     """Keys are random enough that a fast hash is safe; only the hash is stored."""
     return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
@@ -108,9 +105,6 @@ def caller_from_key(store, key: str) -> Caller | None:
     )
 
 
-# -- users and tokens -----------------------------------------------------------------------
-
-
 def create_user(
     store,
     username: str,
@@ -122,7 +116,7 @@ def create_user(
     """A login for the token handshake (password hashed by `method`); a taken name is Conflict."""
     given = {"username": username, "password": password, "scopes": scopes, "rate_limit": rate_limit}
     checked = schemas.load(schemas.user_request_schema, given, error=BadRequest)
-    _check_context(checked["password"], checked["username"])
+    check_new_password(checked["password"], checked["username"])
     store.insert_user(
         {
             "username": checked["username"],
@@ -133,17 +127,13 @@ def create_user(
     )
 
 
-def _check_context(password: str, username: str) -> None:
-    if names_its_context(password, username):
-        raise BadRequest.of_field(
-            "password", "Must not contain the username or the service's name."
-        )
-
-
 def check_new_password(password: str, username: str) -> str:
     """`password` if `username` may have it; BadRequest naming the rule it breaks."""
     checked = schemas.load(schemas.password_schema, {"password": password}, error=BadRequest)
-    _check_context(checked["password"], username)
+    if names_its_context(checked["password"], username):
+        raise BadRequest.of_field(
+            "password", "Must not contain the username or the service's name."
+        )
     return checked["password"]
 
 

@@ -50,31 +50,20 @@ def list_field_limit(limit) -> int:
     return schemas.load(schemas.list_field_schema, args, error=InvalidArgument)["limit"]
 
 
-# -- people ---------------------------------------------------------------------------------
+ADDRESS = ("street", "city", "country")
 
 
 def person_out(row: dict) -> dict:
     """A stored row in the shape clients see."""
-    return {
-        "id": str(row["id"]),
-        "name": row["name"],
-        "age": row["age"],
-        "email": row["email"],
-        "address": {"street": row["street"], "city": row["city"], "country": row["country"]},
-    }
+    fields = {key: row[key] for key in ("name", "age", "email")}
+    return {"id": str(row["id"]), **fields, "address": {key: row[key] for key in ADDRESS}}
 
 
 def columns(person: dict) -> dict:
     """A person as clients send it, as the store's columns."""
     address = person.get("address") or {}
-    return {
-        "name": person["name"],
-        "age": person.get("age"),
-        "email": person.get("email"),
-        "street": address.get("street"),
-        "city": address.get("city"),
-        "country": address.get("country"),
-    }
+    fields = {"name": person["name"], "age": person.get("age"), "email": person.get("email")}
+    return {**fields, **{key: address.get(key) for key in ADDRESS}}
 
 
 FILTERS = ("name", "city", "country", "min_age", "max_age")
@@ -134,7 +123,7 @@ def create_person(store, data, precondition: Precondition | None = None) -> tupl
     if isinstance(data, dict) and "id" in data:
         update = schemas.load(schemas.person_update_schema, data)
         person_id = update.pop("id")
-        return _merge(store, parse_id(person_id), update, precondition), False
+        return _merge(store, person_id, update, precondition), False
     person = schemas.load(schemas.person_schema, data)
     if precondition is not None and not precondition(None):
         raise PreconditionFailed("No person exists yet for If-Match to match; leave it out.")
@@ -176,11 +165,11 @@ def merge_patch(target, patch):
 def update_person(store, person_id, patch, precondition: Precondition | None = None) -> dict:
     """Change the fields a merge patch names (PATCH); null clears a field."""
     changes = schemas.load(schemas.person_patch_schema, _without_path_id(patch, person_id))
-    return _merge(store, parse_id(person_id), changes, precondition)
+    return _merge(store, person_id, changes, precondition)
 
 
-def _merge(store, key: int, changes: dict, precondition: Precondition | None) -> dict:
-    with _locked(store, key, precondition) as (key, current):
+def _merge(store, person_id, changes: dict, precondition: Precondition | None) -> dict:
+    with _locked(store, person_id, precondition) as (key, current):
         store.update_person(key, columns(merge_patch(current, changes)))
         return person_out(store.get_person(key))
 
@@ -205,9 +194,6 @@ def people_by_ids(store, person_ids: list[str]) -> dict[str, dict]:
     """People by id, in one store call (unknown ids are left out)."""
     rows = store.get_people([int(pid) for pid in person_ids])
     return {str(row["id"]): person_out(row) for row in rows}
-
-
-# -- friendships ----------------------------------------------------------------------------
 
 
 def _both(store, person_id, friend_id) -> tuple[int, int]:
@@ -254,9 +240,6 @@ def friends_of(store, person_ids: list[str], limit) -> dict[str, list[dict]]:
     count = list_field_limit(limit)
     found = store.friends_of([int(pid) for pid in person_ids], count)
     return {str(pid): [person_out(row) for row in rows] for pid, rows in found.items()}
-
-
-# -- messages -------------------------------------------------------------------------------
 
 
 def message_out(row: dict) -> dict:
