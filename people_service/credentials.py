@@ -16,7 +16,6 @@ from .errors import BadRequest, NotFound
 from .passwords import DEFAULT_METHOD, check_password, dummy_hash, names_its_context
 from .service import Viewer
 
-SCOPES = schemas.SCOPES
 KEY_PREFIX = "ps_"
 ISSUER = "people-service"
 
@@ -42,7 +41,7 @@ class Caller:
 
 
 def _scopes(scopes: list[str]) -> str:
-    return " ".join(scope for scope in SCOPES if scope in scopes)
+    return " ".join(scope for scope in schemas.SCOPES if scope in scopes)
 
 
 def hash_key(key: str) -> str:
@@ -163,8 +162,7 @@ def delete_user(store, username: str) -> None:
 
 
 def login(store, username: str, password: str, method: str = DEFAULT_METHOD) -> dict | None:
-    """The user row for a correct username and password, else None (in similar time: an
-    unknown username is checked against a hash made by `method`)."""
+    """The user row for a correct username and password, else None, in similar time."""
     user = store.user_by_name(username) if schemas.is_username(username) else None
     if user is None:
         check_password(dummy_hash(method), password)
@@ -232,7 +230,7 @@ def summary(usage, caller: Caller, default_limit: str) -> dict:
     return {
         "kind": caller.kind,
         "name": caller.name,
-        "scopes": [scope for scope in SCOPES if scope in caller.scopes],
+        "scopes": _scopes(caller.scopes).split(),
         "rate_limit": caller.rate_limit or default_limit,
         "request_count": count,
         "last_used": last_used,

@@ -40,8 +40,7 @@ def settings(database: str | None) -> dict:
 
 
 def opened(database: str | None, *, create: bool = True) -> Store:
-    """The store of --db, its schema created or upgraded; commands that only read pass
-    create=False: they never create a database."""
+    """The store of --db, its schema up to date; create=False: a missing file is an error."""
     path = settings(database)["DATABASE"]
     if not create and not is_url(path) and not os.path.exists(path):
         raise CommandError(missing(path))

@@ -16,8 +16,7 @@ from .base import CommandError, cli, database_option, opened, reason, settings
 
 
 def checked(kind: str, field: str):
-    """A callback checking a parameter by the rule of `field` of a new key or user, before
-    anything is opened or prompted for."""
+    """A callback checking a parameter by the rule of `field` of a new key or user."""
 
     def callback(ctx, param, value):
         if value is not None:
