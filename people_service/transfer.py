@@ -25,11 +25,11 @@ def import_people(store, document) -> tuple[int, int]:
         friendships.extend((person_id, int(friend)) for friend in entry["friends"])
     if any(a == b for a, b in friendships):
         raise Invalid("A person cannot befriend themselves.")
-    known = {person["id"] for person in people}
-    if len(known) < len(people):
-        seen: set[int] = set()
-        twice = next(p["id"] for p in people if p["id"] in seen or seen.add(p["id"]))
-        raise Invalid(f"Two people in the file have the id '{twice}'.")
+    known: set[int] = set()
+    for person in people:
+        if person["id"] in known:
+            raise Invalid(f"Two people in the file have the id '{person['id']}'.")
+        known.add(person["id"])
     with store.transaction():
         unknown = sorted(
             {b for _, b in friendships if b not in known and store.get_person(b) is None}
