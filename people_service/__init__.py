@@ -11,24 +11,13 @@ from typing import TYPE_CHECKING
 from . import config as settings
 from .config import ConfigError
 from .credentials import load_secret
-from .store import Store, is_url, open_store, redacted
+from .store import is_url, open_store, redacted
 from .usage import UsageTracker
 
 if TYPE_CHECKING:
     from flask import Flask
 
 __all__ = ["create_app", "ConfigError", "prepare_directory"]
-
-
-def prepare_store(config: dict) -> Store:
-    """The store named by DATABASE, with its schema created or upgraded."""
-    prepare_directory(config["DATABASE"])
-    try:
-        store = open_store(config["DATABASE"])
-        store.upgrade_schema()
-    except Exception as exc:  # any failure here is a configuration problem for the operator
-        raise ConfigError(f"cannot open database {redacted(config['DATABASE'])!r}: {exc}") from None
-    return store
 
 
 def prepare_directory(database: str) -> None:
@@ -66,7 +55,13 @@ def create_app(config: dict | None = None) -> Flask:
     app = lifecycle.App(__name__, static_folder=None)
     app.config.update(options)
     app.config["MAX_CONTENT_LENGTH"] = options["MAX_BODY_BYTES"]
-    store = prepare_store(options)
+    database = options["DATABASE"]
+    prepare_directory(database)
+    try:
+        store = open_store(database)
+        store.upgrade_schema()
+    except Exception as exc:  # any failure here is a configuration problem for the operator
+        raise ConfigError(f"cannot open database {redacted(database)!r}: {exc}") from None
     try:
         token_secret = load_secret(options, store)
     except (OSError, ValueError) as exc:

@@ -58,6 +58,7 @@ DEFAULTS: dict[str, object] = {
 EXPLORERS = ("playground", "graphiql", "none")
 STORAGE_SCHEMES = ("memory://", "sqlite://", "redis://", "rediss://", "redis+unix://")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+TRUE, FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 # scheme://host[:port], as browsers send it in Origin (a trailing slash is forgiven)
 ORIGIN = re.compile(r"(https?)://([a-z0-9.-]+|\[[0-9a-f:.]+\])(:[0-9]{1,5})?/?", re.IGNORECASE)
 # what werkzeug's generate_password_hash accepts as a method
@@ -88,11 +89,10 @@ def load(overrides: dict | None = None, environ=None) -> dict:
 
 def _parse(name: str, raw: str, default):
     if isinstance(default, bool):
-        if raw.strip().lower() in ("1", "true", "yes", "on"):
-            return True
-        if raw.strip().lower() in ("0", "false", "no", "off"):
-            return False
-        raise ConfigError(f"{PREFIX}{name} must be true or false, not {raw!r}")
+        word = raw.strip().lower()
+        if word not in TRUE + FALSE:
+            raise ConfigError(f"{PREFIX}{name} must be true or false, not {raw!r}")
+        return word in TRUE
     if isinstance(default, int):
         try:
             return int(raw)
@@ -104,7 +104,8 @@ def _parse(name: str, raw: str, default):
 def check(config: dict) -> None:
     """Refuse settings that would fail later, with a message naming the setting."""
     for name in ("RATE_LIMIT", "ANONYMOUS_RATE_LIMIT", "AUTH_RATE_LIMIT"):
-        check_rate_limit(config[name], PREFIX + name)
+        if problem := limit_problem(config[name]):
+            raise ConfigError(f"{PREFIX}{name} must {problem}, not {config[name]!r}")
     if config["EXPLORER"] not in EXPLORERS:
         raise ConfigError(
             f"{PREFIX}EXPLORER must be one of {', '.join(EXPLORERS)}, not {config['EXPLORER']!r}"
@@ -118,7 +119,12 @@ def check(config: dict) -> None:
     # the flush thread waits this long: past what threading can wait for, it would die silently
     if config["USAGE_FLUSH_SECONDS"] > 86_400:
         raise ConfigError(f"{PREFIX}USAGE_FLUSH_SECONDS must be at most 86400 (a day)")
-    check_storage(str(config["RATE_LIMIT_STORAGE"]))
+    storage = str(config["RATE_LIMIT_STORAGE"])
+    if storage and not storage.startswith(STORAGE_SCHEMES):
+        raise ConfigError(
+            f"{PREFIX}RATE_LIMIT_STORAGE must be empty, memory://, sqlite:// (optionally followed"
+            f" by a file path) or redis://host:port, not {storage!r}"
+        )
     secret = config["SECRET_KEY"]
     if secret and len(str(secret).encode()) < 32:
         raise ConfigError(f"{PREFIX}SECRET_KEY must be at least 32 bytes long")
@@ -150,16 +156,6 @@ def cors_origins(value) -> list[str]:
     return [origin.rstrip("/").lower() for origin in origins]
 
 
-def check_storage(storage: str) -> str:
-    """Return `storage` if it is empty or names a storage this service supports."""
-    if not storage or storage.startswith(STORAGE_SCHEMES):
-        return storage
-    raise ConfigError(
-        f"{PREFIX}RATE_LIMIT_STORAGE must be empty, memory://, sqlite:// (optionally followed"
-        f" by a file path) or redis://host:port, not {storage!r}"
-    )
-
-
 def limit_problem(value) -> str | None:
     """What is wrong with a rate limit such as '10/second;500/hour', or None."""
     try:
@@ -171,11 +167,3 @@ def limit_problem(value) -> str | None:
     if any(item.amount < 1 for item in items):  # 429 forever, Retry-After inviting retries
         return "allow at least one request in each window"
     return None
-
-
-def check_rate_limit(value, what: str = "rate limit") -> str:
-    """Return `value` if flask-limiter can parse it; raises ConfigError."""
-    problem = limit_problem(value)
-    if problem:
-        raise ConfigError(f"{what} must {problem}, not {value!r}")
-    return str(value)

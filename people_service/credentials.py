@@ -9,13 +9,13 @@ import time
 from dataclasses import dataclass
 
 import jwt
+from werkzeug.security import generate_password_hash
 
 from . import schemas
 from .errors import BadRequest, NotFound
-from .passwords import DEFAULT_METHOD, check_password, dummy_hash, hash_password, names_its_context
+from .passwords import DEFAULT_METHOD, check_password, dummy_hash, names_its_context
 from .service import Viewer
 
-SCOPES = schemas.SCOPES
 KEY_PREFIX = "ps_"
 ISSUER = "people-service"
 
@@ -41,10 +41,7 @@ class Caller:
 
 
 def _scopes(scopes: list[str]) -> str:
-    return " ".join(scope for scope in SCOPES if scope in scopes)
-
-
-# -- API keys -------------------------------------------------------------------------------
+    return " ".join(scope for scope in schemas.SCOPES if scope in scopes)
 
 
 def hash_key(key: str) -> str:
@@ -52,34 +49,26 @@ def hash_key(key: str) -> str:
     return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+def _new_key() -> tuple[str, str, str]:
+    key = KEY_PREFIX + secrets.token_urlsafe(32)
+    return key, key[:8], hash_key(key)
+
+
 def create_key(store, name: str, scopes="read,write", rate_limit: str | None = None) -> str:
     """A new API key (returned once, never stored in clear); a taken name is Conflict."""
     given = {"name": name, "scopes": scopes, "rate_limit": rate_limit}
     checked = schemas.load(schemas.key_request_schema, given, error=BadRequest)
-    key = KEY_PREFIX + secrets.token_urlsafe(32)
+    key, prefix, digest = _new_key()
     store.insert_key(
-        {
-            "name": checked["name"],
-            "prefix": key[:8],
-            "key_hash": hash_key(key),
-            "scopes": _scopes(checked["scopes"]),
-            "rate_limit": checked["rate_limit"],
-        }
+        {**checked, "prefix": prefix, "key_hash": digest, "scopes": _scopes(checked["scopes"])}
     )
     return key
 
 
 def check_field(kind: str, field: str, value) -> None:
-    """Check one field of a new key ("key") or user ("user") by the rule create_key or
-    create_user applies; BadRequest with the field's message. The CLI checks its options with
-    it before it opens a database or asks for a password."""
+    """Check one field of a new key or user by the rule create_key or create_user applies."""
     schema = {"key": schemas.KeyRequestSchema, "user": schemas.UserRequestSchema}[kind]
     schemas.load(schema(only=(field,)), {field: value}, error=BadRequest)
-
-
-def list_keys(store) -> list[dict]:
-    """Every key (revoked ones too) with its scopes, limit and usage; never the key itself."""
-    return store.list_keys()
 
 
 def revoke_key(store, name: str) -> None:
@@ -89,10 +78,9 @@ def revoke_key(store, name: str) -> None:
 
 
 def rotate_key(store, name: str) -> str:
-    """A new secret for an active key (returned once); its name, scopes, limit and usage stay,
-    and the old secret is refused from now on."""
-    key = KEY_PREFIX + secrets.token_urlsafe(32)
-    if not store.rotate_key(name, key[:8], hash_key(key)):
+    """A new secret for an active key (returned once); its name, limits and usage stay."""
+    key, prefix, digest = _new_key()
+    if not store.rotate_key(name, prefix, digest):
         raise NotFound(f"No active API key named '{name}'.")
     return key
 
@@ -116,9 +104,6 @@ def caller_from_key(store, key: str) -> Caller | None:
     )
 
 
-# -- users and tokens -----------------------------------------------------------------------
-
-
 def create_user(
     store,
     username: str,
@@ -127,47 +112,34 @@ def create_user(
     rate_limit: str | None = None,
     method: str = DEFAULT_METHOD,
 ) -> None:
-    """A login for the token handshake, its password hashed by `method` (the
-    PASSWORD_HASH_METHOD setting); a taken username is Conflict."""
-    given = {"username": username, "password": password, "scopes": scopes}
-    given["rate_limit"] = rate_limit
+    """A login for the token handshake (password hashed by `method`); a taken name is Conflict."""
+    given = {"username": username, "password": password, "scopes": scopes, "rate_limit": rate_limit}
     checked = schemas.load(schemas.user_request_schema, given, error=BadRequest)
-    _check_context(checked["password"], checked["username"])
+    check_new_password(checked["password"], checked["username"])
     store.insert_user(
         {
             "username": checked["username"],
-            "password_hash": hash_password(checked["password"], method),
+            "password_hash": generate_password_hash(checked["password"], method),
             "scopes": _scopes(checked["scopes"]),
             "rate_limit": checked["rate_limit"],
         }
     )
 
 
-def _check_context(password: str, username: str) -> None:
-    if names_its_context(password, username):
-        raise BadRequest(
-            "password: Must not contain the username or the service's name.",
-            errors={"password": ["Must not contain the username or the service's name."]},
-        )
-
-
-def list_users(store) -> list[dict]:
-    """Every user with scopes, limit, usage and whether it is disabled; never a password."""
-    return store.list_users()
-
-
 def check_new_password(password: str, username: str) -> str:
-    """`password` if `username` may have it (long enough, not guessable, not naming its
-    context); BadRequest naming the rule it breaks."""
+    """`password` if `username` may have it; BadRequest naming the rule it breaks."""
     checked = schemas.load(schemas.password_schema, {"password": password}, error=BadRequest)
-    _check_context(checked["password"], username)
+    if names_its_context(checked["password"], username):
+        raise BadRequest.of_field(
+            "password", "Must not contain the username or the service's name."
+        )
     return checked["password"]
 
 
 def change_password(store, username: str, password: str, method: str = DEFAULT_METHOD) -> None:
     """A new password; tokens issued before it stop working at once, in every process."""
     password = check_new_password(password, username)
-    if not store.set_password(username, hash_password(password, method)):
+    if not store.set_password(username, generate_password_hash(password, method)):
         raise NotFound(f"No user named '{username}'.")
 
 
@@ -190,8 +162,7 @@ def delete_user(store, username: str) -> None:
 
 
 def login(store, username: str, password: str, method: str = DEFAULT_METHOD) -> dict | None:
-    """The user row for a correct username and password, else None (in similar time: an
-    unknown username is checked against a hash made by `method`)."""
+    """The user row for a correct username and password, else None, in similar time."""
     user = store.user_by_name(username) if schemas.is_username(username) else None
     if user is None:
         check_password(dummy_hash(method), password)
@@ -221,8 +192,7 @@ def issue_token(user: dict, secret: str, ttl: int) -> dict:
 
 def caller_from_token(store, token: str, secret: str) -> Caller | None:
     """The user a token stands for; None when it is invalid, expired, or its user is gone,
-    disabled or has a new password since. Read from the database on every request, so a
-    change made by any process counts at once."""
+    disabled or has a new password since (read on every request: any process's change counts)."""
     try:
         claims = jwt.decode(
             token,
@@ -260,7 +230,7 @@ def summary(usage, caller: Caller, default_limit: str) -> dict:
     return {
         "kind": caller.kind,
         "name": caller.name,
-        "scopes": [scope for scope in SCOPES if scope in caller.scopes],
+        "scopes": _scopes(caller.scopes).split(),
         "rate_limit": caller.rate_limit or default_limit,
         "request_count": count,
         "last_used": last_used,

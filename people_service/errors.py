@@ -1,8 +1,4 @@
-"""The one error hierarchy: what went wrong, in the domain's words, with no transport details.
-
-The web layer decides each error's HTTP status and headers (web/problems.py); GraphQL answers
-`graphql_code`, the error's code in the API's vocabulary.
-"""
+"""The one error hierarchy, in the domain's words; web/problems.py maps it to HTTP."""
 
 from __future__ import annotations
 
@@ -10,13 +6,18 @@ from __future__ import annotations
 class ServiceError(Exception):
     """An error a client caused or should know about; `errors` nests field messages."""
 
-    graphql_code = "INTERNAL_SERVER_ERROR"
+    graphql_code = "INTERNAL_SERVER_ERROR"  # its extensions.code in a GraphQL answer
     default_detail = "Internal server error."
 
     def __init__(self, detail: str | None = None, *, errors: dict | None = None):
         self.detail = detail or self.default_detail
         self.errors = errors
         super().__init__(self.detail)
+
+    @classmethod
+    def of_field(cls, field: str, message: str) -> ServiceError:
+        """The error of one body field, worded as schemas.load words it."""
+        return cls(f"{field}: {message}", errors={field: [message]})
 
 
 class BadRequest(ServiceError):
@@ -31,8 +32,7 @@ class InvalidArgument(BadRequest):
 
 
 class QueryTooComplex(BadRequest):
-    """A GraphQL document over a limit (size, depth, aliases, cost, the caller's whole window),
-    refused before it runs and charged nothing."""
+    """A GraphQL document over a limit, refused before it runs and charged nothing."""
 
     graphql_code = "QUERY_TOO_COMPLEX"
     default_detail = "The query is over a limit; it was not run."

@@ -31,25 +31,16 @@ def fingerprint(*parts) -> str:
     return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def check_key(key: str) -> str:
-    """An Idempotency-Key: 1 to 255 printable ASCII characters."""
-    if not 1 <= len(key) <= 255 or not key.isprintable() or not key.isascii():
-        raise BadRequest("Idempotency-Key must be 1 to 255 printable ASCII characters.")
-    return key
-
-
 def idempotent(store, caller: str, key: str | None, request_print: str, action):
-    """Run `action() -> (status, body)` once per caller and key within 24 hours.
-
-    Returns (status, body, replayed). A key reused with another request is Invalid. The key is
-    claimed first and the answer recorded with the action's writes, all in one transaction, so
-    a concurrent retry waits for the claim and then replays.
-    """
+    """Run `action() -> (status, body)` once per caller and key within 24 hours; returns
+    (status, body, replayed). A key reused with another request is Invalid."""
     if key is None:
         status, body = action()
         return status, body, False
-    check_key(key)
+    if not 1 <= len(key) <= 255 or not key.isprintable() or not key.isascii():
+        raise BadRequest("Idempotency-Key must be 1 to 255 printable ASCII characters.")
     now = time.time()
+    # claimed first, answer recorded with the action's writes: a concurrent retry waits, replays
     with store.transaction():
         store.prune_idempotent(now - TTL)
         if not store.claim_idempotent(caller, key, request_print, now):

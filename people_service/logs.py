@@ -121,8 +121,7 @@ def install() -> None:
 
 
 def take_over() -> None:
-    """Write the people_service logs to stderr only, once per process (unless the logger has
-    handlers)."""
+    """Write the people_service logs to stderr only, once per process (unless it has handlers)."""
     global _handler
     if _handler is not None:
         return

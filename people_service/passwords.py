@@ -46,14 +46,8 @@ def names_its_context(password: str, username: str) -> bool:
     return any(word in text for word in words)
 
 
-def hash_password(password: str, method: str = DEFAULT_METHOD) -> str:
-    """A salted hash in werkzeug's format (`pbkdf2:sha256:<iterations>$<salt>$<hex>`)."""
-    return generate_password_hash(password, method)
-
-
 def check_password(stored: str, password: str) -> bool:
-    """Whether `password` matches a stored hash (werkzeug's check, constant-time); False for a
-    hash it cannot read."""
+    """Whether `password` matches a stored hash; False for a hash werkzeug cannot read."""
     try:
         return check_password_hash(stored, password)
     except ValueError:  # an unknown method or hash name, bad numbers, an unencodable password
@@ -62,6 +56,5 @@ def check_password(stored: str, password: str) -> bool:
 
 @functools.cache
 def dummy_hash(method: str) -> str:
-    """A hash of nothing anyone knows, so that an unknown username costs what a wrong
-    password costs."""
-    return hash_password(secrets.token_hex(16), method)
+    """A hash of nothing anyone knows: an unknown username costs what a wrong password costs."""
+    return generate_password_hash(secrets.token_hex(16), method)

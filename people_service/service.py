@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from . import schemas
@@ -49,46 +50,27 @@ def list_field_limit(limit) -> int:
     return schemas.load(schemas.list_field_schema, args, error=InvalidArgument)["limit"]
 
 
-# -- people ---------------------------------------------------------------------------------
+ADDRESS = ("street", "city", "country")
 
 
 def person_out(row: dict) -> dict:
     """A stored row in the shape clients see."""
-    return {
-        "id": str(row["id"]),
-        "name": row["name"],
-        "age": row["age"],
-        "email": row["email"],
-        "address": {"street": row["street"], "city": row["city"], "country": row["country"]},
-    }
+    fields = {key: row[key] for key in ("name", "age", "email")}
+    return {"id": str(row["id"]), **fields, "address": {key: row[key] for key in ADDRESS}}
 
 
 def columns(person: dict) -> dict:
     """A person as clients send it, as the store's columns."""
     address = person.get("address") or {}
-    return {
-        "name": person["name"],
-        "age": person.get("age"),
-        "email": person.get("email"),
-        "street": address.get("street"),
-        "city": address.get("city"),
-        "country": address.get("country"),
-    }
-
-
-def _check(current: dict | None, precondition: Precondition | None) -> None:
-    if precondition is not None and not precondition(current):
-        raise PreconditionFailed()
+    fields = {"name": person["name"], "age": person.get("age"), "email": person.get("email")}
+    return {**fields, **{key: address.get(key) for key in ADDRESS}}
 
 
 FILTERS = ("name", "city", "country", "min_age", "max_age")
 
 
 def people_query(**given) -> dict:
-    """Checked arguments of a people list (name, city, country, min_age, max_age, sort, limit,
-    offset; None: not given): its filters (None: not filtered), its order (a tuple of (key,
-    descending)), limit and offset. An empty name, city or country filters nothing, as an
-    empty form field would."""
+    """Checked arguments of a people list (None: not given); an empty text filters nothing."""
     args = {key: value for key, value in given.items() if value is not None}
     query = schemas.load(schemas.people_query_schema, args, error=InvalidArgument)
     for key in FILTERS:
@@ -97,15 +79,10 @@ def people_query(**given) -> dict:
     return query
 
 
-def _filters(query: dict) -> dict:
-    return {key: query[key] for key in FILTERS}
-
-
 def list_people(store, **args) -> tuple[list[dict], int, dict]:
-    """A page of people (id and name), how many match in all, and the checked query the page
-    answers (see people_query for the arguments; by id unless `sort` says otherwise)."""
+    """A page of people (id and name), how many match in all, and the checked query."""
     query = people_query(**args)
-    filters = _filters(query)
+    filters = {key: query[key] for key in FILTERS}
     with store.snapshot():  # the page and the total agree
         rows = store.list_people(filters, query["limit"], query["offset"], query["sort"])
         total = store.count_people(filters)
@@ -116,9 +93,8 @@ def list_people(store, **args) -> tuple[list[dict], int, dict]:
 def people_details(store, **args) -> list[dict]:
     """Like list_people, with every field of each person (for GraphQL)."""
     query = people_query(**args)
-    rows = store.list_people_details(
-        _filters(query), query["limit"], query["offset"], query["sort"]
-    )
+    filters = {key: query[key] for key in FILTERS}
+    rows = store.list_people_details(filters, query["limit"], query["offset"], query["sort"])
     return [person_out(row) for row in rows]
 
 
@@ -143,14 +119,11 @@ def find_person(store, name) -> dict:
 
 
 def create_person(store, data, precondition: Precondition | None = None) -> tuple[dict, bool]:
-    """Create a person, or update one when the body names an existing id (the seed's POST).
-
-    Returns the person and whether it was created.
-    """
+    """The person created, or updated when the body names an id (the seed's POST); and which."""
     if isinstance(data, dict) and "id" in data:
         update = schemas.load(schemas.person_update_schema, data)
         person_id = update.pop("id")
-        return _merge(store, parse_id(person_id), update, precondition), False
+        return _merge(store, person_id, update, precondition), False
     person = schemas.load(schemas.person_schema, data)
     if precondition is not None and not precondition(None):
         raise PreconditionFailed("No person exists yet for If-Match to match; leave it out.")
@@ -164,19 +137,14 @@ def _without_path_id(data, person_id):
     if not isinstance(data, dict) or "id" not in data:
         return data
     if data["id"] != str(person_id):
-        raise Invalid(
-            "id: Must match the id in the path.",
-            errors={"id": ["Must match the id in the path."]},
-        )
+        raise Invalid.of_field("id", "Must match the id in the path.")
     return {key: value for key, value in data.items() if key != "id"}
 
 
 def replace_person(store, person_id, data, precondition: Precondition | None = None) -> dict:
     """Replace every field of a person (PUT); fields left out become null."""
     person = schemas.load(schemas.person_schema, _without_path_id(data, person_id))
-    key = parse_id(person_id)
-    with store.transaction():
-        _check(get_person(store, key, lock=True), precondition)
+    with _locked(store, person_id, precondition) as (key, _):
         store.update_person(key, columns(person))
         return person_out(store.get_person(key))
 
@@ -197,22 +165,28 @@ def merge_patch(target, patch):
 def update_person(store, person_id, patch, precondition: Precondition | None = None) -> dict:
     """Change the fields a merge patch names (PATCH); null clears a field."""
     changes = schemas.load(schemas.person_patch_schema, _without_path_id(patch, person_id))
-    return _merge(store, parse_id(person_id), changes, precondition)
+    return _merge(store, person_id, changes, precondition)
 
 
-def _merge(store, key: int, changes: dict, precondition: Precondition | None) -> dict:
-    with store.transaction():
-        current = get_person(store, key, lock=True)
-        _check(current, precondition)
+def _merge(store, person_id, changes: dict, precondition: Precondition | None) -> dict:
+    with _locked(store, person_id, precondition) as (key, current):
         store.update_person(key, columns(merge_patch(current, changes)))
         return person_out(store.get_person(key))
 
 
-def delete_person(store, person_id, precondition: Precondition | None = None) -> None:
-    """Delete a person with their friendships and messages, in one transaction."""
+@contextmanager
+def _locked(store, person_id, precondition: Precondition | None) -> Iterator[tuple[int, dict]]:
     key = parse_id(person_id)
     with store.transaction():
-        _check(get_person(store, key, lock=True), precondition)
+        current = get_person(store, key, lock=True)
+        if precondition is not None and not precondition(current):
+            raise PreconditionFailed()
+        yield key, current
+
+
+def delete_person(store, person_id, precondition: Precondition | None = None) -> None:
+    """Delete a person with their friendships and messages, in one transaction."""
+    with _locked(store, person_id, precondition) as (key, _):
         store.delete_person(key)
 
 
@@ -220,9 +194,6 @@ def people_by_ids(store, person_ids: list[str]) -> dict[str, dict]:
     """People by id, in one store call (unknown ids are left out)."""
     rows = store.get_people([int(pid) for pid in person_ids])
     return {str(row["id"]): person_out(row) for row in rows}
-
-
-# -- friendships ----------------------------------------------------------------------------
 
 
 def _both(store, person_id, friend_id) -> tuple[int, int]:
@@ -240,10 +211,7 @@ def add_friend(store, person_id, friend_id) -> dict:
     with store.transaction():
         a, b = _both(store, person_id, friend_id)
         if a == b:
-            raise Invalid(
-                "friend_id: A person cannot befriend themselves.",
-                errors={"friend_id": ["A person cannot befriend themselves."]},
-            )
+            raise Invalid.of_field("friend_id", "A person cannot befriend themselves.")
         store.add_friendship(a, b)
     return get_person(store, a)
 
@@ -257,8 +225,7 @@ def remove_friend(store, person_id, friend_id) -> dict:
 
 
 def list_friends(store, person_id, *, limit=None, offset=None) -> tuple[list[dict], int, dict]:
-    """A page of a person's friends (id and name) by id, how many they have in all, and the
-    checked page (limit, offset); raises NotFound for an unknown person."""
+    """A page of a person's friends (id and name), their number, and the checked page."""
     count, skip = page(limit, offset)
     with store.snapshot():
         key = int(get_person(store, person_id)["id"])
@@ -273,9 +240,6 @@ def friends_of(store, person_ids: list[str], limit) -> dict[str, list[dict]]:
     count = list_field_limit(limit)
     found = store.friends_of([int(pid) for pid in person_ids], count)
     return {str(pid): [person_out(row) for row in rows] for pid, rows in found.items()}
-
-
-# -- messages -------------------------------------------------------------------------------
 
 
 def message_out(row: dict) -> dict:

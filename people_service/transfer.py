@@ -13,11 +13,8 @@ DEMO_FILE = Path(__file__).with_name("demo.json")
 
 
 def import_people(store, document) -> tuple[int, int]:
-    """Load people (with ids, addresses and friend ids) in one transaction.
-
-    The format is that of data/demo.json and of export_people. Ids are kept, so links stay
-    valid; an id or email that is already taken stops the whole import.
-    """
+    """Load people in demo.json's format (ids kept, with addresses and friend ids) in one
+    transaction; an id or email already taken stops the whole import."""
     if not isinstance(document, dict) or not isinstance(document.get("people"), list):
         raise Invalid("The file must be a JSON object with a 'people' array.")
     entries = schemas.load(schemas.import_schema, document)["people"]
@@ -28,11 +25,11 @@ def import_people(store, document) -> tuple[int, int]:
         friendships.extend((person_id, int(friend)) for friend in entry["friends"])
     if any(a == b for a, b in friendships):
         raise Invalid("A person cannot befriend themselves.")
-    known = {person["id"] for person in people}
-    if len(known) < len(people):
-        seen: set[int] = set()
-        twice = next(p["id"] for p in people if p["id"] in seen or seen.add(p["id"]))
-        raise Invalid(f"Two people in the file have the id '{twice}'.")
+    known: set[int] = set()
+    for person in people:
+        if person["id"] in known:
+            raise Invalid(f"Two people in the file have the id '{person['id']}'.")
+        known.add(person["id"])
     with store.transaction():
         unknown = sorted(
             {b for _, b in friendships if b not in known and store.get_person(b) is None}

@@ -31,11 +31,8 @@ class UsageTracker:
             count = self._pending.get(ident, (0, 0.0))[0]
             self._pending[ident] = (count + 1, stamp)
             if self._thread is None:
-                self._start()
-
-    def _start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="usage-flush", daemon=True)
-        self._thread.start()
+                self._thread = threading.Thread(target=self._run, name="usage-flush", daemon=True)
+                self._thread.start()
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):

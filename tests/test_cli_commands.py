@@ -12,8 +12,8 @@ from click.testing import CliRunner
 from people_service import credentials
 from people_service.cli import cli as command_group
 from people_service.cli import main
-from people_service.cli.base import table
-from people_service.store import open_store
+from people_service.cli.commands import table
+from people_service.store import SQLiteStore, open_store
 
 from .conftest import ACTIVE, ROOT, SECRET, ServerProcess, cli, database
 
@@ -185,7 +185,7 @@ def test_any_other_error_is_one_line_without_its_class_name(
     def fail(store):
         raise error
 
-    monkeypatch.setattr(credentials, "list_keys", fail)
+    monkeypatch.setattr(SQLiteStore, "list_keys", fail)
     db = database(tmp_path)
     assert run("init-db", db=db).exit_code == 0
     status, err = one_line_error(capsys, "keys", "list", "--db", db)
@@ -216,9 +216,9 @@ def test_passwords_must_be_long_and_uncommon(tmp_path, capsys):
 
 def test_the_prompt_asks_again_for_a_password_that_breaks_a_rule(tmp_path, monkeypatch):
     """It used to ask for the confirmation of a too-short password, then give up."""
-    from people_service.cli import base
+    from people_service.cli import commands
 
-    monkeypatch.setattr(base, "stdin_is_a_terminal", lambda: True)
+    monkeypatch.setattr(commands, "stdin_is_a_terminal", lambda: True)
     db = database(tmp_path)
     typed = ["short", "passwordpassword", "grace-hopper-rules-the-world", STRONG, "typo", STRONG]
     result = run("users", "create", "hopper", input="\n".join([*typed, STRONG, ""]), db=db)

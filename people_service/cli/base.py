@@ -1,15 +1,16 @@
-"""What every people-service command shares: the group, --db, opening the store, tables."""
+"""What every people-service command shares: the group, --db, opening the store, errors."""
 
 from __future__ import annotations
 
 import os
 import shlex
-import sys
 
 import click
+from click.exceptions import NoArgsIsHelpError
 
-from .. import config, credentials, logs, prepare_directory
-from ..errors import BadRequest, ServiceError
+from .. import config, logs, prepare_directory
+from ..config import ConfigError
+from ..errors import ServiceError
 from ..store import Store, is_url, open_store
 
 
@@ -39,8 +40,7 @@ def settings(database: str | None) -> dict:
 
 
 def opened(database: str | None, *, create: bool = True) -> Store:
-    """The store of --db, its schema created or upgraded; without `create`, a missing SQLite
-    file is an error (commands that only read never create a database)."""
+    """The store of --db, its schema up to date; create=False: a missing file is an error."""
     path = settings(database)["DATABASE"]
     if not create and not is_url(path) and not os.path.exists(path):
         raise CommandError(missing(path))
@@ -81,64 +81,6 @@ def reason(exc: BaseException) -> str:
     return lines[0] if lines else "no reason given"
 
 
-def checked(kind: str, field: str):
-    """A click callback checking a parameter by the rule of `field` of a new key or user: a bad
-    value is a usage error, found before anything is opened or prompted for."""
-
-    def callback(ctx, param, value):
-        if value is not None:
-            try:
-                credentials.check_field(kind, field, value)
-            except BadRequest as exc:
-                raise click.BadParameter(field_message(exc, field)) from None
-        return value
-
-    return callback
-
-
-def field_message(exc: BadRequest, field: str) -> str:
-    """What `exc` says about `field`, without the field's name (the prompt or option names it)."""
-    return " ".join((exc.errors or {}).get(field, [exc.detail]))
-
-
-def table(columns: tuple, rows: list[tuple]) -> None:
-    """Print rows under their column names, aligned."""
-    widths = [max(len(str(row[i])) for row in [columns, *rows]) for i in range(len(columns))]
-    for row in [columns, *rows]:
-        cells = (str(cell).ljust(width) for cell, width in zip(row, widths, strict=True))
-        click.echo("  ".join(cells).rstrip())
-
-
-def stdin_is_a_terminal() -> bool:
-    """Whether a person may be typing (tests stand in for one)."""
-    return sys.stdin.isatty()
-
-
-def read_password(password_stdin: bool, username: str) -> str:
-    """A password from one line of stdin, or typed twice at a hidden prompt that refuses one
-    breaking a rule before the confirmation."""
-    if password_stdin:
-        line = sys.stdin.readline()
-        if not line.strip("\r\n"):
-            raise CommandError("no password on stdin (send it as one line)")
-        return line.rstrip("\r\n")
-    if not stdin_is_a_terminal():
-        raise CommandError("stdin is not a terminal: pipe the password with --password-stdin")
-
-    def allowed(password: str) -> str:
-        try:
-            return credentials.check_new_password(password, username)
-        except BadRequest as exc:  # click prints "Error: <message>" and prompts again
-            raise click.UsageError(field_message(exc, "password")) from None
-
-    try:
-        return click.prompt(
-            "Password", hide_input=True, confirmation_prompt=True, value_proc=allowed
-        )
-    except click.Abort:
-        raise CommandError("no password given") from None
-
-
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="people-service", prog_name="people-service")
 @click.option("--db", "database", metavar="PATH", help=DATABASE_HELP + " For every subcommand.")
@@ -147,42 +89,32 @@ def cli(database):
     logs.install()  # here, not before --version or --help: it imports the web stack
 
 
-def grant_options(kind: str):
-    """--scopes and --rate-limit of a new key or user, checked by the rule create_key or
-    create_user applies."""
-    scopes = click.option(
-        "--scopes",
-        default="read,write",
-        show_default=True,
-        callback=checked(kind, "scopes"),
-        help="Comma list of read, write, admin.",
-    )
-    rate_limit = click.option(
-        "--rate-limit",
-        callback=checked(kind, "rate_limit"),
-        help='Its own rate limit, e.g. "100/minute" (default: PEOPLE_SERVICE_RATE_LIMIT).',
-    )
-    return lambda command: scopes(rate_limit(command))
-
-
-password_stdin_option = click.option(
-    "--password-stdin",
-    is_flag=True,
-    help="Read the password from one line of stdin instead of a prompt.",
-)
-
-
-def store_command(group, name: str, argument: str, done: str):
-    """A command of `group` that runs the decorated `view(store, ARGUMENT)`, then echoes `done`."""
-
-    def decorate(view):
-        @group.command(name, help=view.__doc__)
-        @database_option
-        @click.argument(argument)
-        def command(database, **params):
-            view(opened(database), params[argument])
-            click.echo(done.format(params[argument]))
-
-        return command
-
-    return decorate
+def main(argv=None) -> int:
+    """Run the command; every error is one line on stderr and a non-zero status."""
+    try:
+        result = cli.main(args=argv, prog_name="people-service", standalone_mode=False)
+    except ConfigError as exc:
+        click.echo(f"people-service: configuration error: {exc}", err=True)
+        return 2
+    except NoArgsIsHelpError as exc:  # a group called alone: its help, as click shows it
+        exc.show()
+        return exc.exit_code
+    except click.UsageError as exc:
+        click.echo(f"people-service: {exc.format_message()} (see --help)", err=True)
+        return 2
+    except click.ClickException as exc:
+        click.echo(f"people-service: {exc.format_message()}", err=True)
+        return 1
+    except ServiceError as exc:
+        click.echo(f"people-service: {exc.detail}", err=True)
+        return 1
+    except (KeyboardInterrupt, click.Abort):
+        return 130
+    except OSError as exc:  # the file system refused: say which file, not which exception
+        where = f"cannot access {exc.filename}: " if exc.filename else ""
+        click.echo(f"people-service: {where}{reason(exc)}", err=True)
+        return 1
+    except Exception as exc:  # a CLI error is one line, never a traceback
+        click.echo(f"people-service: unexpected error: {reason(exc)}", err=True)
+        return 1
+    return result if isinstance(result, int) else 0
