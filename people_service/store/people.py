@@ -7,6 +7,16 @@ from .common import contains, fold, now_iso
 from .schema import PERSON_COLUMNS
 
 EMAIL_TAKEN = "A person with this email already exists."
+# each filter of a people list: its condition and its parameter, from the value given
+FILTERS = {
+    "name": ("name_key LIKE ? ESCAPE '\\'", lambda name: contains(fold(name))),
+    "city": ("city_key = ?", fold),
+    "country": ("country_key = ?", fold),
+    "min_age": ("age >= ?", lambda age: age),
+    "max_age": ("age <= ?", lambda age: age),
+}
+# the columns a write sets, and the column each folded key is made from
+WRITTEN = PERSON_COLUMNS.split(", ")[1:] + ["name_key", "email_key", "city_key", "country_key"]
 
 
 class PeopleStore:
@@ -27,22 +37,9 @@ class PeopleStore:
 
     def _where(self, filters: dict | None) -> tuple[str, list]:
         """The WHERE clause of a people list and its parameters; None values filter nothing."""
-        filters = filters or {}
-        clauses: list[str] = []
-        params: list = []
-        if filters.get("name") is not None:
-            clauses.append("name_key LIKE ? ESCAPE '\\'")
-            params.append(contains(fold(filters["name"])))
-        for key in ("city", "country"):
-            if filters.get(key) is not None:
-                clauses.append(f"{key}_key = ?")
-                params.append(fold(filters[key]))
-        if filters.get("min_age") is not None:
-            clauses.append("age >= ?")
-            params.append(filters["min_age"])
-        if filters.get("max_age") is not None:
-            clauses.append("age <= ?")
-            params.append(filters["max_age"])
+        given = {key: value for key, value in (filters or {}).items() if value is not None}
+        clauses = [FILTERS[key][0] for key in FILTERS if key in given]
+        params = [FILTERS[key][1](given[key]) for key in FILTERS if key in given]
         return (" WHERE " + " AND ".join(clauses) if clauses else ""), params
 
     def _order(self, sort) -> str:
@@ -97,17 +94,9 @@ class PeopleStore:
 
     @staticmethod
     def _person_values(person: dict) -> tuple:
-        return (
-            person["name"],
-            fold(person["name"]),
-            person["age"],
-            person["email"],
-            fold(person["email"]),
-            person["street"],
-            person["city"],
-            person["country"],
-            fold(person["city"]),
-            fold(person["country"]),
+        return tuple(
+            fold(person[column[:-4]]) if column.endswith("_key") else person[column]
+            for column in WRITTEN
         )
 
     def _fold_places(self) -> None:
@@ -126,9 +115,8 @@ class PeopleStore:
         now = now_iso()
         try:
             return self._insert(
-                "INSERT INTO people (name, name_key, age, email, email_key, street, city,"
-                " country, city_key, country_key, created_at, updated_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                f"INSERT INTO people ({', '.join(WRITTEN)}, created_at, updated_at)"
+                f" VALUES ({', '.join('?' * (len(WRITTEN) + 2))})",
                 (*self._person_values(person), now, now),
             )
         except Conflict:  # the one constraint a new row can break
@@ -136,21 +124,20 @@ class PeopleStore:
 
     def update_person(self, person_id: int, person: dict) -> None:
         """Replace every column of a person."""
+        columns = "".join(f"{column} = ?, " for column in WRITTEN)
         try:
-            cursor = self._execute(
-                "UPDATE people SET name = ?, name_key = ?, age = ?, email = ?, email_key = ?,"
-                " street = ?, city = ?, country = ?, city_key = ?, country_key = ?,"
-                " updated_at = ? WHERE id = ?",
+            changed = self._changed(
+                f"UPDATE people SET {columns}updated_at = ? WHERE id = ?",
                 (*self._person_values(person), now_iso(), person_id),
             )
         except Conflict:
             raise Conflict(EMAIL_TAKEN) from None
-        if cursor.rowcount == 0:
+        if not changed:
             raise NotFound(f"No person with id '{person_id}'.")
 
     def delete_person(self, person_id: int) -> bool:
         """Delete a person; friendships and messages go with it (ON DELETE CASCADE)."""
-        return self._execute("DELETE FROM people WHERE id = ?", (person_id,)).rowcount > 0
+        return self._changed("DELETE FROM people WHERE id = ?", (person_id,))
 
     # -- friendships ----------------------------------------------------------------------
 

@@ -7,46 +7,38 @@ import os
 import sqlite3
 import threading
 import weakref
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
 
 import sqlite_utils
 
 from ..errors import Busy, Conflict, ServiceError, StorageFull, Unavailable
 from .base import Store
 from .beside import secret_beside
-from .common import Rows
 from .schema import MIGRATIONS, SCHEMA_VERSION
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "SQLiteStore", "translate"]
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "SQLiteStore"]
 
 READ_ONLY = "The database is read-only; nothing was written."
+UNREACHABLE = "The database file cannot be read or written."
+# the domain error for each primary result code; others (a syntax error) stay internal (500)
+ERRORS = {
+    sqlite3.SQLITE_CONSTRAINT: Conflict,
+    sqlite3.SQLITE_BUSY: Busy,
+    sqlite3.SQLITE_LOCKED: Busy,
+    sqlite3.SQLITE_FULL: StorageFull,
+    sqlite3.SQLITE_READONLY: lambda: Unavailable(READ_ONLY),
+    sqlite3.SQLITE_CANTOPEN: lambda: Unavailable(UNREACHABLE),
+    sqlite3.SQLITE_IOERR: lambda: Unavailable(UNREACHABLE),
+}
 
 
-def translate(error: sqlite3.Error) -> ServiceError:
-    """The domain error for a SQLite error, by its result code; unexpected ones (a missing
-    table, a syntax error) stay internal (500)."""
-    code = getattr(error, "sqlite_errorcode", None)
-    primary = None if code is None else code & 0xFF
-    if primary == sqlite3.SQLITE_CONSTRAINT:
-        return Conflict()
-    if primary in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
-        return Busy()
-    if primary == sqlite3.SQLITE_FULL:
-        return StorageFull()
-    if primary == sqlite3.SQLITE_READONLY:
-        return Unavailable(READ_ONLY)
-    if primary in (sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_IOERR):
-        return Unavailable("The database file cannot be read or written.")
-    return ServiceError()
-
-
+@dataclass(eq=False)
 class _Handle:
     """A connection and the identity (device, inode) of the file it was opened on."""
 
-    __slots__ = ("db", "file_id", "__weakref__")
-
-    def __init__(self, db: sqlite_utils.Database, file_id: tuple[int, int]):
-        self.db, self.file_id = db, file_id
+    db: sqlite_utils.Database
+    file_id: tuple[int, int]
 
 
 class SQLiteStore(Store):
@@ -67,13 +59,8 @@ class SQLiteStore(Store):
         "without_rowid": " WITHOUT ROWID",
         "v3_orders": "",
     }
+    DRIVER_ERROR = sqlite3.Error
     POOL_SIZE = 16  # idle connections kept for the next requests; more are closed
-
-    def _in_ids(self, column: str) -> str:
-        return f"{column} IN (SELECT value FROM json_each(?))"
-
-    def _ids(self, ids: list[int]) -> str:
-        return json.dumps(ids)
 
     def __init__(self, path: str, *, busy_timeout: float = 5.0):
         self.path = str(path)
@@ -82,6 +69,17 @@ class SQLiteStore(Store):
         self._lock = threading.Lock()
         self._idle: list[_Handle] = []  # released connections, newest last
         self._handles: weakref.WeakSet[_Handle] = weakref.WeakSet()  # every open one
+
+    @staticmethod
+    def translate(error: sqlite3.Error) -> ServiceError:
+        code = getattr(error, "sqlite_errorcode", None)
+        return ERRORS.get(None if code is None else code & 0xFF, ServiceError)()
+
+    def _in_ids(self, column: str) -> str:
+        return f"{column} IN (SELECT value FROM json_each(?))"
+
+    def _ids(self, ids: list[int]) -> str:
+        return json.dumps(ids)
 
     # -- connections and transactions ---------------------------------------------------
 
@@ -98,6 +96,9 @@ class SQLiteStore(Store):
             handle = local.handle = self._checkout()
             local.depth = 0
         return handle.db
+
+    def _connection(self):
+        return nullcontext(self._db().conn)
 
     def _checkout(self) -> _Handle:
         file_id = self._file_id()
@@ -160,46 +161,15 @@ class SQLiteStore(Store):
         conn.execute("PRAGMA synchronous = FULL")
         return conn
 
-    def _execute(self, sql: str, params=()) -> Rows:
-        try:
-            cursor = self._db().conn.execute(sql, params)
-            names = [column[0] for column in cursor.description or ()]
-            rows = [dict(zip(names, row, strict=True)) for row in cursor]
-        except sqlite3.Error as error:
-            raise translate(error) from error
-        return Rows(rows, cursor.rowcount, cursor.lastrowid)
-
-    def _insert(self, sql: str, params=()) -> int:
-        return self._execute(sql, params).lastrowid
-
-    def _executemany(self, sql: str, rows) -> None:
-        try:
-            self._db().conn.executemany(sql, rows)
-        except sqlite3.Error as error:
-            raise translate(error) from error
-
-    def _script(self, sql: str) -> None:
-        # statement by statement, inside the caller's transaction (executescript would commit
-        # it); complete_statement knows where one ends, semicolons in strings and triggers too
-        statement = ""
-        for line in sql.splitlines(keepends=True):
-            statement += line
-            if sqlite3.complete_statement(statement):
-                self._execute(statement)
-                statement = ""
-        if statement.strip():
-            self._execute(statement)
-
-    def _writable(self) -> sqlite_utils.Database:
-        """This thread's connection, after checking that the file is still there and writable
-        (inside a transaction, that was checked when it began)."""
-        if getattr(self._local, "depth", 0):
-            return self._local.handle.db
-        db = self._db()
-        if not os.access(self.path, os.W_OK):
-            # open connections could still write through their descriptors; the operator said no
-            raise Unavailable(READ_ONLY)
-        return db
+    def _writable(self) -> None:
+        """Unavailable when the file is no longer writable (inside a transaction, that was
+        checked when it began)."""
+        if not getattr(self._local, "depth", 0):
+            self._db()  # a missing file says so
+            if not os.access(self.path, os.W_OK):
+                # open connections could still write through their descriptors; the operator
+                # said no
+                raise Unavailable(READ_ONLY)
 
     def transaction(self):
         """One write transaction; nested uses join the outer one."""
@@ -220,11 +190,11 @@ class SQLiteStore(Store):
             finally:
                 local.depth -= 1
             return
-        try:
-            conn = (self._writable() if begin == "BEGIN IMMEDIATE" else self._db()).conn
+        with self._translated():
+            if begin == "BEGIN IMMEDIATE":
+                self._writable()
+            conn = self._db().conn
             conn.execute(begin)
-        except sqlite3.Error as error:
-            raise translate(error) from error
         local.depth = 1
         try:
             yield
@@ -239,7 +209,7 @@ class SQLiteStore(Store):
         except sqlite3.Error as error:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
-            raise translate(error) from error
+            raise self.translate(error) from error
 
     def close(self) -> None:
         """Close every connection this store opened."""
@@ -261,8 +231,7 @@ class SQLiteStore(Store):
         except FileExistsError:
             pass
         db = self._db()
-        if db.conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-            db.enable_wal()
+        db.enable_wal()
         with self.transaction():
             version = db.conn.execute("PRAGMA user_version").fetchone()[0]
             self._migrate(version, lambda n: db.conn.execute(f"PRAGMA user_version = {n}"))
