@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 from contextlib import contextmanager
 
-from .common import Rows
+from ..errors import ServiceError
 from .credentials import CredentialStore
 from .idempotency import IdempotencyStore
 from .messages import MessageStore
@@ -13,6 +13,22 @@ from .people import PeopleStore
 from .persisted import PersistedStore
 from .schema import FOLD_PLACES_AT, MIGRATIONS, SCHEMA_VERSION
 from .transfer import TransferStore
+
+READ_ONLY = "The database is read-only; nothing was written."
+
+
+class Rows(list):
+    """A statement's rows as dicts, read in full, with its rowcount."""
+
+    def __init__(self, rows: list[dict], rowcount: int):
+        super().__init__(rows)
+        self.rowcount = rowcount
+
+    def fetchone(self) -> dict | None:
+        return self[0] if self else None
+
+    def fetchall(self) -> list[dict]:
+        return self
 
 
 class Store(
@@ -22,15 +38,16 @@ class Store(
 
     The SQL (`?` placeholders) is written once; a backend provides `_connection()`,
     `transaction()`, `snapshot()`, `translate()` (a driver error as a domain error: a broken
-    constraint is Conflict, which callers that know the constraint make precise) and the
-    dialect below. Checks and the writes they guard (If-Match, Idempotency-Key) hold under
-    concurrent writers through row locks (`FOR_UPDATE`) and constraints.
+    constraint is Conflict, which callers that know the constraint make precise), the schema
+    version's keeping and the dialect below. Checks and the writes they guard (If-Match,
+    Idempotency-Key) hold under concurrent writers through row locks and constraints.
     """
 
     GREATEST = "max"  # the two-argument maximum
     FOR_UPDATE = ""  # locks the rows a SELECT reads until the transaction ends
     DIALECT: dict[str, str] = {}  # the spellings MIGRATIONS leave open
     DRIVER_ERROR: type[Exception] = Exception
+    UNAVAILABLE = "unavailable"  # what check() says when the database does not answer
 
     def _sql(self, sql: str) -> str:
         return sql
@@ -51,7 +68,6 @@ class Store(
             return Rows([dict(zip(names, row, strict=True)) for row in cursor], cursor.rowcount)
 
     def _changed(self, sql: str, params=()) -> bool:
-        """Whether the statement changed any row."""
         return self._execute(sql, params).rowcount > 0
 
     def _insert(self, sql: str, params=()) -> int:
@@ -61,34 +77,38 @@ class Store(
         with self._translated(), self._connection() as conn:
             conn.cursor().executemany(self._sql(sql), list(rows))
 
-    def _script(self, sql: str) -> None:
-        # statement by statement, inside the caller's transaction; complete_statement knows
-        # where one ends, semicolons in strings too
-        statement = ""
-        for line in sql.splitlines(keepends=True):
-            statement += line
-            if sqlite3.complete_statement(statement):
-                self._execute(statement)
-                statement = ""
-        if statement.strip():
-            self._execute(statement)
-
     def release(self) -> None:
         """The calling thread is done for now (a request ended): give back its connection."""
 
     def _writable(self) -> None:
         """Raise a domain error when nothing can be written now."""
 
-    def _migrate(self, version: int, record) -> None:
-        """Run the migrations after `version` in the caller's transaction, `record(n)` after
-        each."""
-        if version > SCHEMA_VERSION:
-            raise RuntimeError(
-                f"database schema version {version} is newer than this people-service "
-                f"({SCHEMA_VERSION})"
-            )
-        for number in range(version + 1, SCHEMA_VERSION + 1):
-            self._script(MIGRATIONS[number - 1].format(**self.DIALECT))
-            if number == FOLD_PLACES_AT:
-                self._fold_places()
-            record(number)
+    def upgrade_schema(self) -> int:
+        """Create or upgrade the schema; returns the version. Idempotent."""
+        with self.transaction():
+            version = self._schema_version()
+            if version > SCHEMA_VERSION:
+                raise RuntimeError(
+                    f"database schema version {version} is newer than this people-service "
+                    f"({SCHEMA_VERSION})"
+                )
+            for number in range(version + 1, SCHEMA_VERSION + 1):
+                # one statement at a time: complete_statement knows where each ends
+                statement, sql = "", MIGRATIONS[number - 1].format(**self.DIALECT) + ";"
+                for line in sql.splitlines(keepends=True):
+                    statement += line
+                    if sqlite3.complete_statement(statement):
+                        self._execute(statement)
+                        statement = ""
+                if number == FOLD_PLACES_AT:
+                    self._fold_places()
+                self._set_version(number)
+        return SCHEMA_VERSION
+
+    def check(self) -> str:
+        """'ok', or what is wrong with the database."""
+        try:
+            self._execute("SELECT 1 FROM people LIMIT 1")
+        except ServiceError:
+            return self.UNAVAILABLE
+        return "ok"

@@ -1,4 +1,4 @@
-"""Time and text helpers, and the rows a statement returns."""
+"""Time and text helpers that every store module shares."""
 
 from __future__ import annotations
 
@@ -25,17 +25,3 @@ def contains(text: str) -> str:
     """A LIKE pattern (ESCAPE '\\') for `text` anywhere: % and _ are plain characters here."""
     escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return f"%{escaped}%"
-
-
-class Rows(list):
-    """A statement's rows as dicts, read in full, with its rowcount."""
-
-    def __init__(self, rows: list[dict], rowcount: int):
-        super().__init__(rows)
-        self.rowcount = rowcount
-
-    def fetchone(self) -> dict | None:
-        return self[0] if self else None
-
-    def fetchall(self) -> list[dict]:
-        return self

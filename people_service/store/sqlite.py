@@ -1,10 +1,12 @@
-"""The SQLite store: connections, transactions and what SQLite does its own way."""
+"""The SQLite store: connections, transactions, and the files it keeps."""
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
 import sqlite3
+import stat
 import threading
 import weakref
 from contextlib import contextmanager, nullcontext
@@ -13,13 +15,11 @@ from dataclasses import dataclass
 import sqlite_utils
 
 from ..errors import Busy, Conflict, ServiceError, StorageFull, Unavailable
-from .base import Store
-from .beside import secret_beside
+from .base import READ_ONLY, Store
 from .schema import MIGRATIONS, SCHEMA_VERSION
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "SQLiteStore"]
 
-READ_ONLY = "The database is read-only; nothing was written."
 UNREACHABLE = "The database file cannot be read or written."
 # the domain error for each primary result code; others (a syntax error) stay internal (500)
 ERRORS = {
@@ -35,20 +35,17 @@ ERRORS = {
 
 @dataclass(eq=False)
 class _Handle:
-    """A connection and the identity (device, inode) of the file it was opened on."""
-
     db: sqlite_utils.Database
-    file_id: tuple[int, int]
+    file_id: tuple[int, int]  # (device, inode) of the file it was opened on
 
 
 class SQLiteStore(Store):
     """The store in one SQLite file: the embedded default.
 
-    A thread takes a connection when it first needs one and keeps it until release(), which
-    the web layer calls when a request ends: the connection goes back to a small pool of idle
-    ones, so a server that runs each request on a new thread holds as many connections as
-    requests run at once. Writes run in BEGIN IMMEDIATE transactions, so concurrent writers
-    wait for the lock (busy timeout) instead of failing.
+    A thread takes a connection when it first needs one and keeps it until release() (the
+    end of a request) gives it back to a small pool of idle ones, so a server that runs each
+    request on a new thread holds as many connections as requests run at once. Writes run in
+    BEGIN IMMEDIATE transactions: concurrent writers wait for the lock (busy timeout).
     """
 
     DIALECT = {
@@ -60,6 +57,7 @@ class SQLiteStore(Store):
         "v3_orders": "",
     }
     DRIVER_ERROR = sqlite3.Error
+    UNAVAILABLE = "unreadable"
     POOL_SIZE = 16  # idle connections kept for the next requests; more are closed
 
     def __init__(self, path: str, *, busy_timeout: float = 5.0):
@@ -80,8 +78,6 @@ class SQLiteStore(Store):
 
     def _ids(self, ids: list[int]) -> str:
         return json.dumps(ids)
-
-    # -- connections and transactions ---------------------------------------------------
 
     def _db(self) -> sqlite_utils.Database:
         """This thread's connection, reopened if the file was deleted or replaced (a restore):
@@ -162,13 +158,10 @@ class SQLiteStore(Store):
         return conn
 
     def _writable(self) -> None:
-        """Unavailable when the file is no longer writable (inside a transaction, that was
-        checked when it began)."""
-        if not getattr(self._local, "depth", 0):
+        if not getattr(self._local, "depth", 0):  # a transaction checked when it began
             self._db()  # a missing file says so
             if not os.access(self.path, os.W_OK):
-                # open connections could still write through their descriptors; the operator
-                # said no
+                # open connections could still write through their descriptors: refuse
                 raise Unavailable(READ_ONLY)
 
     def transaction(self):
@@ -176,8 +169,8 @@ class SQLiteStore(Store):
         return self._transaction("BEGIN IMMEDIATE")
 
     def snapshot(self):
-        """Reads that see one state of the file: a deferred transaction holds the snapshot its
-        first read takes (WAL) until it ends."""
+        """Reads that see one state of the file (WAL keeps a deferred transaction's
+        snapshot until it ends); nothing is written inside it."""
         return self._transaction("BEGIN")
 
     @contextmanager
@@ -220,26 +213,21 @@ class SQLiteStore(Store):
             handle.db.conn.close()
         self._local = threading.local()
 
-    # -- schema and files ---------------------------------------------------------------
-
     def upgrade_schema(self) -> int:
         """Create or upgrade the schema; returns the version. Idempotent. The file is created,
         never its directory: which directories may be made is the application's choice."""
-        try:  # a new file is the owner's alone (it holds password and key hashes); SQLite
-            # gives its -wal and -shm files the same mode
+        try:  # the owner's alone (it holds password and key hashes), as SQLite's -wal and -shm
             os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         except FileExistsError:
             pass
-        db = self._db()
-        db.enable_wal()
-        with self.transaction():
-            version = db.conn.execute("PRAGMA user_version").fetchone()[0]
-            self._migrate(version, lambda n: db.conn.execute(f"PRAGMA user_version = {n}"))
-        return SCHEMA_VERSION
+        self._db().enable_wal()
+        return super().upgrade_schema()
 
-    def stored_secret(self) -> str:
-        """The signing secret kept in secret.key beside the database."""
-        return secret_beside(self.path)
+    def _schema_version(self) -> int:
+        return self._db().conn.execute("PRAGMA user_version").fetchone()[0]
+
+    def _set_version(self, number: int) -> None:
+        self._db().conn.execute(f"PRAGMA user_version = {number}")
 
     def check(self) -> str:
         """'ok', or what is wrong with the database: 'missing', 'read-only' or 'unreadable'."""
@@ -249,8 +237,46 @@ class SQLiteStore(Store):
         # access() reports a read-only file system even to root, who may write anything else
         if not (os.access(self.path, os.W_OK) and os.access(directory, os.W_OK)):
             return "read-only"
+        return super().check()
+
+    def stored_secret(self) -> str:
+        """The signing secret in secret.key beside the database, made once (mode 0600).
+
+        Never read or written through a symbolic link; a file that other users could read or
+        change is refused (ValueError naming it), since whoever knows it can sign tokens.
+        """
+        path = os.path.join(os.path.dirname(os.path.abspath(self.path)), "secret.key")
         try:
-            self._execute("SELECT 1 FROM people LIMIT 1")
-        except ServiceError:
-            return "unreadable"
-        return "ok"
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        except FileNotFoundError:
+            _create_secret(path)
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError as error:
+            why = f"{path} cannot be opened ({error.strerror}); it must be a file"
+            raise ValueError(why) from None
+        with os.fdopen(fd, encoding="ascii") as file:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise ValueError(f"{path} is not a regular file")
+            if info.st_uid not in (os.geteuid(), 0) or info.st_mode & 0o077:
+                raise ValueError(
+                    f"{path} can be read or changed by other users (mode "
+                    f"{stat.filemode(info.st_mode)}, owner uid {info.st_uid}); make it the service "
+                    f"user's alone (chmod 600) or remove it to make a new one"
+                )
+            return file.read().strip()
+
+
+def _create_secret(path: str) -> None:
+    # written aside, then linked into place: a second process starting at the same moment
+    # either links first or reads the whole secret, never an empty file
+    draft = f"{path}.{secrets.token_hex(8)}.tmp"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+    with os.fdopen(os.open(draft, flags, 0o600), "w", encoding="ascii") as file:
+        file.write(secrets.token_urlsafe(48) + "\n")
+    try:
+        os.link(draft, path, follow_symlinks=False)
+    except FileExistsError:
+        pass
+    finally:
+        os.unlink(draft)
