@@ -6,6 +6,8 @@ from ..errors import Conflict, NotFound
 from .common import now_iso
 from .schema import MESSAGE_COLUMNS
 
+NEWEST = "created_at DESC, id DESC"
+
 
 def _from(sender_id: str | None) -> tuple[str, tuple]:
     """The condition and parameters for messages from `sender_id` (None: from anyone)."""
@@ -47,7 +49,7 @@ class MessageStore:
         condition, params = _from(sender_id)
         return self._execute(
             f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE person_id = ?{condition}"
-            " ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?",
+            f" ORDER BY {NEWEST} LIMIT ? OFFSET ?",
             (person_id, *params, limit, offset),
         ).fetchall()
 
@@ -55,18 +57,5 @@ class MessageStore:
         self, person_ids: list[int], sender_id: str | None, limit: int
     ) -> dict[int, list[dict]]:
         """The newest `limit` messages to each person (from `sender_id` unless None)."""
-        result: dict[int, list[dict]] = {person_id: [] for person_id in person_ids}
-        if not person_ids or limit <= 0:
-            return result
-        condition, params = _from(sender_id)
-        rows = self._execute(
-            f"SELECT {MESSAGE_COLUMNS} FROM ("
-            f" SELECT *, ROW_NUMBER() OVER"
-            f" (PARTITION BY person_id ORDER BY created_at DESC, id DESC) AS n"
-            f" FROM messages WHERE {self._in_ids('person_id')}{condition}"
-            f") AS ranked WHERE n <= ? ORDER BY person_id, n",
-            (self._ids(person_ids), *params, limit),
-        )
-        for row in rows:
-            result[row["person_id"]].append(row)
-        return result
+        where = _from(sender_id)
+        return self._firsts(person_ids, limit, MESSAGE_COLUMNS, "messages", NEWEST, where)

@@ -10,9 +10,8 @@ class PersistedStore:
 
     def get_persisted(self, digest: str) -> str | None:
         """The document stored under a hex SHA-256, if any."""
-        row = self._execute(
-            "SELECT document FROM persisted_queries WHERE hash = ?", (digest,)
-        ).fetchone()
+        sql = "SELECT document FROM persisted_queries WHERE hash = ?"
+        row = self._execute(sql, (digest,)).fetchone()
         return row["document"] if row else None
 
     def put_persisted(self, digest: str, document: str, keep: int) -> None:
@@ -23,10 +22,8 @@ class PersistedStore:
                 " ON CONFLICT (hash) DO NOTHING",
                 (digest, document, now_iso()),
             )
-            count = self._execute("SELECT count(*) AS n FROM persisted_queries").fetchone()["n"]
-            if count > keep:
-                self._execute(
-                    "DELETE FROM persisted_queries WHERE hash IN (SELECT hash FROM"
-                    " persisted_queries ORDER BY created_at, hash LIMIT ?)",
-                    (count - keep,),
-                )
+            self._execute(
+                "DELETE FROM persisted_queries WHERE hash NOT IN (SELECT hash FROM"
+                " persisted_queries ORDER BY created_at DESC, hash DESC LIMIT ?)",
+                (keep,),
+            )
