@@ -34,14 +34,10 @@ class Rows(list):
 class Store(
     PeopleStore, MessageStore, CredentialStore, IdempotencyStore, PersistedStore, TransferStore
 ):
-    """People, friendships, messages, credentials and idempotency records in a SQL database.
-
-    The SQL (`?` placeholders) is written once; a backend provides `_connection()`,
+    """The SQL of both backends (`?` placeholders). A backend provides `_connection()`,
     `transaction()`, `snapshot()`, `translate()` (a driver error as a domain error: a broken
-    constraint is Conflict, which callers that know the constraint make precise), the schema
-    version's keeping and the dialect below. Checks and the writes they guard (If-Match,
-    Idempotency-Key) hold under concurrent writers through row locks and constraints.
-    """
+    constraint is Conflict, which callers that know the constraint make precise), where the
+    schema version is kept, and the dialect below."""
 
     GREATEST = "max"  # the two-argument maximum
     FOR_UPDATE = ""  # locks the rows a SELECT reads until the transaction ends

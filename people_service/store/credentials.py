@@ -10,8 +10,6 @@ TABLES = {"api_key": "api_keys", "user": "users"}
 
 
 class CredentialStore:
-    """API keys, users and their usage (mixed into Store)."""
-
     def _insert_named(self, table: str, row: dict, columns: tuple, taken: str) -> int:
         names = ", ".join((*columns, "rate_limit", "created_at"))
         values = (*(row[column] for column in columns), row.get("rate_limit"), now_iso())

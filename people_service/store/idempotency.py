@@ -4,8 +4,6 @@ from __future__ import annotations
 
 
 class IdempotencyStore:
-    """Saved answers of idempotent requests (mixed into Store)."""
-
     def get_idempotent(self, caller: str, key: str) -> dict | None:
         return self._execute(
             "SELECT fingerprint, status, body FROM idempotency WHERE caller = ? AND key = ?",
@@ -14,7 +12,7 @@ class IdempotencyStore:
 
     def claim_idempotent(self, caller: str, key: str, fingerprint: str, now: float) -> bool:
         """Record that a caller's key is being answered; False if a record exists (a rival
-        claim waits on the primary key until this transaction ends, then finds it)."""
+        claim waits for this transaction, then finds it)."""
         return self._changed(
             "INSERT INTO idempotency (caller, key, fingerprint, status, body, created_at)"
             " VALUES (?, ?, ?, 0, '', ?) ON CONFLICT (caller, key) DO NOTHING",

@@ -15,14 +15,9 @@ def _from(sender_id: str | None) -> tuple[str, tuple]:
 
 
 class MessageStore:
-    """Messages to people (mixed into Store)."""
-
     def insert_message(self, message: dict) -> dict:
-        """Store a message (person_id, sender_id, sender, content); returns it with id.
-
-        One statement, so it needs no transaction of its own; an unknown person is NotFound
-        (the foreign key refuses it).
-        """
+        """Store a message (person_id, sender_id, sender, content); returns it with id. An
+        unknown person is NotFound."""
         self._writable()
         row = dict(message, created_at=now_iso())
         columns = ("person_id", "sender_id", "sender", "content", "created_at")

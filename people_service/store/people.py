@@ -22,8 +22,6 @@ WRITTEN = PERSON_COLUMNS.split(", ")[1:] + ["name_key", "email_key", "city_key",
 
 
 class PeopleStore:
-    """People and their friendships (mixed into Store)."""
-
     # names sort case-folded in code point order (PostgreSQL's COLLATE "C", whatever the locale)
     NAME_ORDER = "name_key"
 

@@ -6,8 +6,6 @@ from .common import now_iso
 
 
 class PersistedStore:
-    """Documents by their SHA-256 (mixed into Store)."""
-
     def get_persisted(self, digest: str) -> str | None:
         """The document stored under a hex SHA-256, if any."""
         sql = "SELECT document FROM persisted_queries WHERE hash = ?"

@@ -46,13 +46,8 @@ def placeholders(sql: str) -> str:
 
 
 class PostgresStore(Store):
-    """The store in PostgreSQL, shared by several server processes or machines.
-
-    Connections come from a psycopg pool. A write that depends on what it read locks those
-    rows (SELECT ... FOR UPDATE), and uniqueness is the constraints' job, so the checks
-    (If-Match, Idempotency-Key, unique emails) hold across instances while unrelated writes
-    run side by side.
-    """
+    """The store in PostgreSQL, shared by several processes or machines: a write that depends
+    on what it read locks those rows (FOR UPDATE), and uniqueness is the constraints' job."""
 
     GREATEST = "greatest"
     FOR_UPDATE = " FOR UPDATE"

@@ -40,13 +40,8 @@ class _Handle:
 
 
 class SQLiteStore(Store):
-    """The store in one SQLite file: the embedded default.
-
-    A thread takes a connection when it first needs one and keeps it until release() (the
-    end of a request) gives it back to a small pool of idle ones, so a server that runs each
-    request on a new thread holds as many connections as requests run at once. Writes run in
-    BEGIN IMMEDIATE transactions: concurrent writers wait for the lock (busy timeout).
-    """
+    """The store in one SQLite file. A thread keeps a connection until release() (the end of
+    a request) gives it to a small pool of idle ones; writers wait for BEGIN IMMEDIATE."""
 
     DIALECT = {
         "identity": "INTEGER PRIMARY KEY AUTOINCREMENT",  # AUTOINCREMENT: ids are never reused
@@ -169,8 +164,7 @@ class SQLiteStore(Store):
         return self._transaction("BEGIN IMMEDIATE")
 
     def snapshot(self):
-        """Reads that see one state of the file (WAL keeps a deferred transaction's
-        snapshot until it ends); nothing is written inside it."""
+        """Reads that see one state of the file (a deferred transaction, under WAL)."""
         return self._transaction("BEGIN")
 
     @contextmanager
@@ -214,8 +208,7 @@ class SQLiteStore(Store):
         self._local = threading.local()
 
     def upgrade_schema(self) -> int:
-        """Create or upgrade the schema; returns the version. Idempotent. The file is created,
-        never its directory: which directories may be made is the application's choice."""
+        """Create or upgrade the schema (and the file, never its directory); the version."""
         try:  # the owner's alone (it holds password and key hashes), as SQLite's -wal and -shm
             os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         except FileExistsError:
@@ -240,11 +233,8 @@ class SQLiteStore(Store):
         return super().check()
 
     def stored_secret(self) -> str:
-        """The signing secret in secret.key beside the database, made once (mode 0600).
-
-        Never read or written through a symbolic link; a file that other users could read or
-        change is refused (ValueError naming it), since whoever knows it can sign tokens.
-        """
+        """The signing secret in secret.key beside the database, made once (0600), never through
+        a symlink; a file other users could read or change is a ValueError naming it."""
         path = os.path.join(os.path.dirname(os.path.abspath(self.path)), "secret.key")
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)

@@ -9,8 +9,6 @@ from .schema import PERSON_COLUMNS, TABLES
 
 
 class TransferStore:
-    """Bulk loads and dumps (mixed into Store)."""
-
     def import_people(self, people: list[dict], friendships: list[tuple[int, int]]) -> None:
         """Insert people with their ids and friendships, in the caller's transaction."""
         taken = self._execute(
