@@ -12,7 +12,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from math import floor
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
@@ -101,10 +101,8 @@ def private_directory() -> str:
     """`<tmp>/people-service-<uid>`, created 0700; OSError if another user could write in it."""
     uid = os.getuid()
     directory = os.path.join(tempfile.gettempdir(), f"people-service-{uid}")
-    try:
+    with suppress(FileExistsError):
         os.mkdir(directory, 0o700)
-    except FileExistsError:
-        pass
     info = os.lstat(directory)
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != uid or info.st_mode & 0o077:
         raise OSError(f"{directory} is not a private directory of user {uid}")

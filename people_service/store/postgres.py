@@ -76,8 +76,6 @@ class PostgresStore(Store):
             open=False,
         )
         self._local = threading.local()
-        self._open_lock = threading.Lock()
-        self._opened = False
 
     @staticmethod
     def translate(error: Exception) -> ServiceError:
@@ -94,11 +92,8 @@ class PostgresStore(Store):
 
     def _open(self) -> None:
         # opened at first use, in the process that uses it: never across a fork
-        if not self._opened:
-            with self._open_lock:
-                if not self._opened:
-                    self.pool.open(wait=True, timeout=10)
-                    self._opened = True
+        if self.pool.closed:
+            self.pool.open(wait=True, timeout=10)
 
     @contextmanager
     def _connection(self):
@@ -135,9 +130,7 @@ class PostgresStore(Store):
                 self._local.conn = None
 
     def close(self) -> None:
-        with self._open_lock:
-            self.pool.close()
-            self._opened = False
+        self.pool.close()
 
     def _schema_version(self) -> int:
         # a lock held for the migration serializes instances that start at once

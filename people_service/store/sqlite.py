@@ -9,7 +9,7 @@ import sqlite3
 import stat
 import threading
 import weakref
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import dataclass
 
 import sqlite_utils
@@ -209,10 +209,9 @@ class SQLiteStore(Store):
 
     def upgrade_schema(self) -> int:
         """Create or upgrade the schema (and the file, never its directory); the version."""
-        try:  # the owner's alone (it holds password and key hashes), as SQLite's -wal and -shm
+        # the owner's alone (it holds password and key hashes), as SQLite's -wal and -shm
+        with suppress(FileExistsError):
             os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-        except FileExistsError:
-            pass
         self._db().enable_wal()
         return super().upgrade_schema()
 
@@ -265,8 +264,7 @@ def _create_secret(path: str) -> None:
     with os.fdopen(os.open(draft, flags, 0o600), "w", encoding="ascii") as file:
         file.write(secrets.token_urlsafe(48) + "\n")
     try:
-        os.link(draft, path, follow_symlinks=False)
-    except FileExistsError:
-        pass
+        with suppress(FileExistsError):
+            os.link(draft, path, follow_symlinks=False)
     finally:
         os.unlink(draft)
