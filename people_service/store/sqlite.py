@@ -79,13 +79,13 @@ class SQLiteStore(Store):
         writing on into an unlinked file would lose every write at the next restart."""
         local = self._local
         handle = getattr(local, "handle", None)
-        if handle is not None and not local.depth and self._file_id() != handle.file_id:
+        if handle is not None and not local.busy and self._file_id() != handle.file_id:
             local.handle = None
             self._discard(handle)
             handle = None
         if handle is None:
             handle = local.handle = self._checkout()
-            local.depth = 0
+            local.busy = False
         return handle.db
 
     def _connection(self):
@@ -110,7 +110,7 @@ class SQLiteStore(Store):
         """Give this thread's connection back to the pool (outside a transaction only)."""
         local = self._local
         handle = getattr(local, "handle", None)
-        if handle is None or local.depth:
+        if handle is None or local.busy:
             return
         local.handle = None
         with self._lock:
@@ -153,7 +153,7 @@ class SQLiteStore(Store):
         return conn
 
     def _writable(self) -> None:
-        if not getattr(self._local, "depth", 0):  # a transaction checked when it began
+        if not getattr(self._local, "busy", False):  # a transaction checked when it began
             self._db()  # a missing file says so
             if not os.access(self.path, os.W_OK):
                 # open connections could still write through their descriptors: refuse
@@ -170,33 +170,23 @@ class SQLiteStore(Store):
     @contextmanager
     def _transaction(self, begin: str):
         local = self._local
-        if getattr(local, "depth", 0):
-            local.depth += 1
-            try:
-                yield
-            finally:
-                local.depth -= 1
+        if getattr(local, "busy", False):  # nested: part of the outer one
+            yield
             return
         with self._translated():
             if begin == "BEGIN IMMEDIATE":
                 self._writable()
-            conn = self._db().conn
-            conn.execute(begin)
-        local.depth = 1
+            db = self._db()
+            db.execute(begin)
+        local.busy = True
         try:
             yield
-        except BaseException:
-            local.depth = 0
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
-        local.depth = 0
-        try:
-            conn.execute("COMMIT")
-        except sqlite3.Error as error:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise self.translate(error) from error
+            local.busy = False
+            with self._translated():
+                db.execute("COMMIT")
+        finally:
+            local.busy = False
+            db.rollback()  # when the block or the COMMIT failed (else there is nothing to undo)
 
     def close(self) -> None:
         """Close every connection this store opened."""
