@@ -10,7 +10,6 @@ from .credentials import CredentialStore
 from .idempotency import IdempotencyStore
 from .messages import MessageStore
 from .people import PeopleStore
-from .persisted import PersistedStore
 from .schema import FOLD_PLACES_AT, MIGRATIONS, SCHEMA_VERSION
 from .transfer import TransferStore
 
@@ -31,9 +30,7 @@ class Rows(list):
         return self
 
 
-class Store(
-    PeopleStore, MessageStore, CredentialStore, IdempotencyStore, PersistedStore, TransferStore
-):
+class Store(PeopleStore, MessageStore, CredentialStore, IdempotencyStore, TransferStore):
     """The SQL of both backends (`?` placeholders). A backend provides `_connection()`,
     `transaction()`, `snapshot()`, `translate()` (a driver error as a domain error: a broken
     constraint is Conflict, which callers that know the constraint make precise), where the
