@@ -16,6 +16,7 @@ from contextlib import contextmanager, suppress
 from math import floor
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
+import sqlite_utils
 from limits.errors import ConfigurationError
 from limits.storage import SlidingWindowCounterSupport, Storage
 
@@ -169,8 +170,7 @@ class SQLiteCounters(Storage, SlidingWindowCounterSupport):
             self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False
         )
         try:
-            if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-                conn.execute("PRAGMA journal_mode = WAL")  # persists in the file
+            sqlite_utils.Database(conn).enable_wal()  # persists in the file
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.executescript(SCHEMA)  # again when the file was made anew
         except BaseException:

@@ -6,7 +6,7 @@ import functools
 import re
 import secrets
 import threading
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 
 import psycopg
 from psycopg import errors as pg_errors
@@ -95,15 +95,12 @@ class PostgresStore(Store):
         if self.pool.closed:
             self.pool.open(wait=True, timeout=10)
 
-    @contextmanager
     def _connection(self):
         conn = getattr(self._local, "conn", None)
         if conn is not None:  # inside this thread's transaction
-            yield conn
-            return
+            return nullcontext(conn)
         self._open()
-        with self.pool.connection() as conn:
-            yield conn
+        return self.pool.connection()
 
     def transaction(self):
         """One write transaction (READ COMMITTED); nested uses join it."""
