@@ -25,3 +25,8 @@ def contains(text: str) -> str:
     """A LIKE pattern (ESCAPE '\\') for `text` anywhere: % and _ are plain characters here."""
     escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return f"%{escaped}%"
+
+
+def insert(table: str, columns) -> str:
+    """An INSERT of one row of `columns` into `table`, with a placeholder for each."""
+    return f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..errors import Conflict
-from .common import now_iso
+from .common import insert, now_iso
 from .schema import KEY_COLUMNS, USER_COLUMNS
 
 TABLES = {"api_key": "api_keys", "user": "users"}
@@ -11,11 +11,9 @@ TABLES = {"api_key": "api_keys", "user": "users"}
 
 class CredentialStore:
     def _insert_named(self, table: str, row: dict, columns: tuple, taken: str) -> int:
-        names = ", ".join((*columns, "rate_limit", "created_at"))
         values = (*(row[column] for column in columns), row.get("rate_limit"), now_iso())
-        marks = ", ".join("?" * len(values))
         try:
-            return self._insert(f"INSERT INTO {table} ({names}) VALUES ({marks})", values)
+            return self._insert(insert(table, [*columns, "rate_limit", "created_at"]), values)
         except Conflict:
             raise Conflict(taken) from None
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..errors import Conflict, NotFound
-from .common import now_iso
+from .common import insert, now_iso
 from .schema import MESSAGE_COLUMNS
 
 NEWEST = "created_at DESC, id DESC"
@@ -22,10 +22,7 @@ class MessageStore:
         row = dict(message, created_at=now_iso())
         columns = ("person_id", "sender_id", "sender", "content", "created_at")
         try:
-            row["id"] = self._insert(
-                f"INSERT INTO messages ({', '.join(columns)}) VALUES (?, ?, ?, ?, ?)",
-                tuple(row[column] for column in columns),
-            )
+            row["id"] = self._insert(insert("messages", columns), [row[name] for name in columns])
         except Conflict:
             raise NotFound(f"No person with id '{row['person_id']}'.") from None
         del row["sender_id"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import partialmethod
 
 from ..errors import Conflict, NotFound
-from .common import contains, fold, now_iso
+from .common import contains, fold, insert, now_iso
 from .schema import PERSON_COLUMNS
 
 EMAIL_TAKEN = "A person with this email already exists."
@@ -102,11 +102,8 @@ class PeopleStore:
         """Insert a person (columns as in get_person, without id); returns the new id."""
         now = now_iso()
         try:
-            return self._insert(
-                f"INSERT INTO people ({', '.join(WRITTEN)}, created_at, updated_at)"
-                f" VALUES ({', '.join('?' * (len(WRITTEN) + 2))})",
-                (*self._person_values(person), now, now),
-            )
+            columns = [*WRITTEN, "created_at", "updated_at"]
+            return self._insert(insert("people", columns), (*self._person_values(person), now, now))
         except Conflict:  # the one constraint a new row can break
             raise Conflict(EMAIL_TAKEN) from None
 

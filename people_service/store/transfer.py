@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..errors import Conflict
-from .common import now_iso
+from .common import insert, now_iso
 from .people import WRITTEN
 from .schema import PERSON_COLUMNS, TABLES
 
@@ -20,11 +20,7 @@ class TransferStore:
         now = now_iso()
         rows = [(person["id"], *self._person_values(person), now, now) for person in people]
         try:
-            self._executemany(
-                f"INSERT INTO people (id, {', '.join(WRITTEN)}, created_at, updated_at)"
-                f" VALUES ({', '.join('?' * (len(WRITTEN) + 3))})",
-                rows,
-            )
+            self._executemany(insert("people", ["id", *WRITTEN, "created_at", "updated_at"]), rows)
         except Conflict:
             raise Conflict("Two people share an email (or one already exists).") from None
         pairs = {pair for a, b in friendships for pair in ((a, b), (b, a))}
@@ -57,11 +53,8 @@ class TransferStore:
                 raise Conflict("The target database already holds people or API keys.")
             for table in (table for table in TABLES if tables[table]):
                 names = list(tables[table][0])
-                self._executemany(
-                    f"INSERT INTO {table} ({', '.join(names)})"
-                    f" VALUES ({', '.join('?' * len(names))})",
-                    [tuple(row[name] for name in names) for row in tables[table]],
-                )
+                rows = [tuple(row[name] for name in names) for row in tables[table]]
+                self._executemany(insert(table, names), rows)
             self._ids_taken()
             return {
                 table: self._execute(f"SELECT count(*) AS n FROM {table}").fetchone()["n"]
