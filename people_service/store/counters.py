@@ -57,8 +57,7 @@ ACQUIRE = f"""
 
 
 def create_private(path: str) -> int:
-    """Open `path` for writing, private (0600) and never through a symlink; a file another
-    user made (who could read or set every counter) is refused with ConfigurationError."""
+    """Open `path` 0600, never through a symlink; ConfigurationError if another user owns it."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
         info = os.fstat(fd)
@@ -86,8 +85,7 @@ def path_of(uri: str) -> str:
 
 
 def default_uri(database: str) -> str:
-    """Where the counters of DATABASE live by default: `<database>.ratelimits`, or for a
-    PostgreSQL URL a file in a private temporary directory. Raises OSError."""
+    """The counters of DATABASE: `<database>.ratelimits`, or for PostgreSQL a private temp file."""
     if not is_url(database):
         return PREFIX + os.path.abspath(str(database) + ".ratelimits")
     # named by where the data is, without user or password
@@ -111,9 +109,8 @@ def private_directory() -> str:
 
 
 class SQLiteCounters(Storage, SlidingWindowCounterSupport):
-    """A `limits` storage in one SQLite file, exact across processes: each decision is one
-    statement. Writers queue on a thread lock and an flock of `<file>.lock` (which wake the next
-    at once, unlike SQLite's busy handler); a hit over the limit is refused on a read alone."""
+    """Exact across processes: each decision is one statement; writers queue on a thread lock
+    and an flock of `<file>.lock` (quicker than SQLite's busy handler); a refusal only reads."""
 
     STORAGE_SCHEME = [SCHEME]
     PURGE_EVERY = 100  # writes of one process between purges of expired rows
@@ -125,8 +122,7 @@ class SQLiteCounters(Storage, SlidingWindowCounterSupport):
         self.path = os.path.abspath(path_of(uri))
         self.timeout = float(timeout)
         self._lock = threading.Lock()
-        # idle connections with the identity of the file they opened; borrowed for each use, so
-        # a server with a thread per request does not keep a connection per thread it saw
+        # borrowed for each use: a thread per request must not mean a connection per thread
         self._idle: list[tuple[sqlite3.Connection, tuple | None]] = []
         self._pid, self._lock_fd = None, -1
         self._writes = itertools.count(1)

@@ -34,8 +34,7 @@ _TOKEN = re.compile(r"""('(?:[^']|'')*'|"(?:[^"]|"")*")|\?|%""")
 
 @functools.lru_cache(maxsize=1024)
 def placeholders(sql: str) -> str:
-    """The store's SQL (`?` parameters) in psycopg's (`%s`); a `%` or `?` in a literal stays
-    what it was."""
+    """The store's SQL (`?` parameters) in psycopg's (`%s`); literals stay what they were."""
 
     def swap(match: re.Match) -> str:
         if match.group(1):

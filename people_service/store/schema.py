@@ -85,9 +85,8 @@ MIGRATIONS = [
     ALTER TABLE users ADD COLUMN disabled_at TEXT;
     ALTER TABLE users ADD COLUMN token_generation {counter} NOT NULL DEFAULT 0
     """,
-    # people lists filter by city and country ignoring case (folded keys, filled by the
-    # store's _fold_places after this) and sort by name or age; id ends each index, the lists'
-    # tie-break
+    # people lists filter by folded city and country (filled by _fold_places after this) and
+    # sort by name or age; id ends each index, the lists' tie-break
     """
     ALTER TABLE people ADD COLUMN city_key TEXT;
     ALTER TABLE people ADD COLUMN country_key TEXT;
