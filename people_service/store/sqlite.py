@@ -142,12 +142,11 @@ class SQLiteStore(Store):
         conn = sqlite3.connect(
             uri,
             uri=True,
-            timeout=self.busy_timeout,
+            timeout=self.busy_timeout,  # sets SQLite's busy timeout
             isolation_level=None,  # we issue BEGIN / COMMIT ourselves
             check_same_thread=False,  # connections move between threads through the pool
         )
         conn.execute("PRAGMA foreign_keys = ON")
-        conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
         # WAL + NORMAL survives a crash of the process; FULL also survives power loss
         conn.execute("PRAGMA synchronous = FULL")
         return conn
