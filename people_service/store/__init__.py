@@ -5,19 +5,10 @@ from __future__ import annotations
 import re
 
 from .base import Store
-from .common import iso, now_iso
+from .common import iso
 from .sqlite import SCHEMA_VERSION, SQLiteStore
 
-__all__ = [
-    "SCHEMA_VERSION",
-    "SQLiteStore",
-    "Store",
-    "iso",
-    "now_iso",
-    "open_store",
-    "is_url",
-    "redacted",
-]
+__all__ = ["SCHEMA_VERSION", "SQLiteStore", "Store", "iso", "open_store", "is_url", "redacted"]
 
 URL_SCHEMES = ("postgresql://", "postgres://")
 

@@ -12,10 +12,11 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from math import floor
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
+import sqlite_utils
 from limits.errors import ConfigurationError
 from limits.storage import SlidingWindowCounterSupport, Storage
 
@@ -56,8 +57,7 @@ ACQUIRE = f"""
 
 
 def create_private(path: str) -> int:
-    """Open `path` for writing, private (0600) and never through a symlink; a file another
-    user made (who could read or set every counter) is refused with ConfigurationError."""
+    """Open `path` 0600, never through a symlink; ConfigurationError if another user owns it."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
         info = os.fstat(fd)
@@ -85,8 +85,7 @@ def path_of(uri: str) -> str:
 
 
 def default_uri(database: str) -> str:
-    """Where the counters of DATABASE live by default: `<database>.ratelimits`, or for a
-    PostgreSQL URL a file in a private temporary directory. Raises OSError."""
+    """The counters of DATABASE: `<database>.ratelimits`, or for PostgreSQL a private temp file."""
     if not is_url(database):
         return PREFIX + os.path.abspath(str(database) + ".ratelimits")
     # named by where the data is, without user or password
@@ -101,10 +100,8 @@ def private_directory() -> str:
     """`<tmp>/people-service-<uid>`, created 0700; OSError if another user could write in it."""
     uid = os.getuid()
     directory = os.path.join(tempfile.gettempdir(), f"people-service-{uid}")
-    try:
+    with suppress(FileExistsError):
         os.mkdir(directory, 0o700)
-    except FileExistsError:
-        pass
     info = os.lstat(directory)
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != uid or info.st_mode & 0o077:
         raise OSError(f"{directory} is not a private directory of user {uid}")
@@ -112,9 +109,8 @@ def private_directory() -> str:
 
 
 class SQLiteCounters(Storage, SlidingWindowCounterSupport):
-    """A `limits` storage in one SQLite file, exact across processes: each decision is one
-    statement. Writers queue on a thread lock and an flock of `<file>.lock` (which wake the next
-    at once, unlike SQLite's busy handler); a hit over the limit is refused on a read alone."""
+    """Exact across processes: each decision is one statement; writers queue on a thread lock
+    and an flock of `<file>.lock` (quicker than SQLite's busy handler); a refusal only reads."""
 
     STORAGE_SCHEME = [SCHEME]
     PURGE_EVERY = 100  # writes of one process between purges of expired rows
@@ -126,8 +122,7 @@ class SQLiteCounters(Storage, SlidingWindowCounterSupport):
         self.path = os.path.abspath(path_of(uri))
         self.timeout = float(timeout)
         self._lock = threading.Lock()
-        # idle connections with the identity of the file they opened; borrowed for each use, so
-        # a server with a thread per request does not keep a connection per thread it saw
+        # borrowed for each use: a thread per request must not mean a connection per thread
         self._idle: list[tuple[sqlite3.Connection, tuple | None]] = []
         self._pid, self._lock_fd = None, -1
         self._writes = itertools.count(1)
@@ -171,8 +166,7 @@ class SQLiteCounters(Storage, SlidingWindowCounterSupport):
             self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False
         )
         try:
-            if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-                conn.execute("PRAGMA journal_mode = WAL")  # persists in the file
+            sqlite_utils.Database(conn).enable_wal()  # persists in the file
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.executescript(SCHEMA)  # again when the file was made anew
         except BaseException:
@@ -187,11 +181,11 @@ class SQLiteCounters(Storage, SlidingWindowCounterSupport):
             return None
         return info.st_dev, info.st_ino
 
-    def _write(self, work, *args, conn: sqlite3.Connection | None = None):
-        """`work(conn, *args)` as the one writer of this file, in autocommit."""
+    def _write(self, sql: str, params, conn: sqlite3.Connection | None = None) -> list[tuple]:
+        """Run one statement as the one writer of this file, in autocommit; its rows."""
         if conn is None:
             with self._borrowed() as conn:
-                return self._write(work, *args, conn=conn)
+                return self._write(sql, params, conn)
         with self._lock:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
             try:
@@ -201,15 +195,10 @@ class SQLiteCounters(Storage, SlidingWindowCounterSupport):
                         " (SELECT key FROM counters WHERE expires_at <= ? LIMIT ?)",
                         (time.time(), self.PURGE_BATCH),
                     )
-                return work(conn, *args)
+                # fetchall: the statement runs to its end, and commits, before the lock goes
+                return conn.execute(sql, params).fetchall()
             finally:
                 fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
-
-    @staticmethod
-    def _one(conn: sqlite3.Connection, sql: str, params) -> tuple | None:
-        # fetchall: the statement runs to its end, and commits, before the lock is let go
-        rows = conn.execute(sql, params).fetchall()
-        return rows[0] if rows else None
 
     def close(self) -> None:
         """Close every connection this storage opened (for tests and orderly shutdowns)."""
@@ -225,7 +214,7 @@ class SQLiteCounters(Storage, SlidingWindowCounterSupport):
         """Add `amount` to the counter of `key` (expiring `expiry` s after it starts)."""
         now = time.time()
         params = {"key": key, "amount": amount, "now": now, "expires": now + expiry}
-        return self._write(self._one, ADD, params)[0]
+        return self._write(ADD, params)[0][0]
 
     def _read(self, sql: str, *params):
         with self._borrowed() as conn:
@@ -240,33 +229,27 @@ class SQLiteCounters(Storage, SlidingWindowCounterSupport):
         return self._read("SELECT expires_at FROM counters WHERE key = ?", key) or time.time()
 
     def clear(self, key: str) -> None:
-        self._write(self._one, "DELETE FROM counters WHERE key = ?", (key,))
+        self._write("DELETE FROM counters WHERE key = ?", (key,))
 
     def check(self) -> bool:
         """Whether the file answers."""
         try:
-            with self._borrowed() as conn:
-                conn.execute("SELECT 1 FROM counters LIMIT 1").fetchall()
+            self._read("SELECT 1 FROM counters LIMIT 1")
         except (sqlite3.Error, OSError):
             return False
         return True
 
     def reset(self) -> int:
         """Remove every counter; returns how many there were."""
-        return self._write(lambda conn: conn.execute("DELETE FROM counters").rowcount)
+        return len(self._write("DELETE FROM counters RETURNING 1", ()))
 
     @staticmethod
     def _window_keys(key: str, expiry: int, now: float) -> tuple[str, str]:
         # the keys limits' own storages use: the window's number since the epoch
         return f"{key}/{int((now - expiry) / expiry)}", f"{key}/{int(now / expiry)}"
 
-    def _windows(
-        self, key: str, expiry: int, now: float, conn=None
-    ) -> tuple[int, float, int, float]:
+    def _windows(self, conn, key: str, expiry: int, now: float) -> tuple[int, float, int, float]:
         """(previous count, previous TTL, current count, current TTL), as MemoryStorage."""
-        if conn is None:
-            with self._borrowed() as conn:
-                return self._windows(key, expiry, now, conn)
         previous_key, current_key = self._window_keys(key, expiry, now)
         counts = dict(
             conn.execute(
@@ -285,32 +268,30 @@ class SQLiteCounters(Storage, SlidingWindowCounterSupport):
         """Add the hit if the weighted count of both windows stays within `limit`."""
         if amount > limit:
             return False
-        with self._borrowed() as conn:
-            return self._acquire(conn, key, limit, expiry, amount)
-
-    def _acquire(self, conn, key: str, limit: int, expiry: int, amount: int) -> bool:
         now = time.time()
-        previous, previous_ttl, current, _ = self._windows(key, expiry, now, conn)
-        if floor(previous * previous_ttl / expiry + current) + amount > limit:
-            return False  # refused on the read alone
-        if amount <= 0:
-            return True  # nothing to add
-        previous_key, current_key = self._window_keys(key, expiry, now)
-        params = {
-            "key": current_key,
-            "previous": previous_key,
-            "amount": amount,
-            "limit": limit,
-            "now": now,
-            # the current window's counter lives two windows: it is the next one's previous
-            "expires": now + 2 * expiry,
-            "weight": 1 - (((now - expiry) / expiry) % 1),  # the previous window's share
-        }
-        return self._write(self._one, ACQUIRE, params, conn=conn) is not None
+        with self._borrowed() as conn:
+            previous, previous_ttl, current, _ = self._windows(conn, key, expiry, now)
+            if floor(previous * previous_ttl / expiry + current) + amount > limit:
+                return False  # refused on the read alone
+            if amount <= 0:
+                return True  # nothing to add
+            previous_key, current_key = self._window_keys(key, expiry, now)
+            params = {
+                "key": current_key,
+                "previous": previous_key,
+                "amount": amount,
+                "limit": limit,
+                "now": now,
+                # the current window's counter lives two windows: it is the next one's previous
+                "expires": now + 2 * expiry,
+                "weight": 1 - (((now - expiry) / expiry) % 1),  # the previous window's share
+            }
+            return self._write(ACQUIRE, params, conn) != []
 
     def get_sliding_window(self, key: str, expiry: int) -> tuple[int, float, int, float]:
-        return self._windows(key, expiry, time.time())
+        with self._borrowed() as conn:
+            return self._windows(conn, key, expiry, time.time())
 
     def clear_sliding_window(self, key: str, expiry: int) -> None:
         keys = self._window_keys(key, expiry, time.time())
-        self._write(self._one, "DELETE FROM counters WHERE key IN (?, ?)", keys)
+        self._write("DELETE FROM counters WHERE key IN (?, ?)", keys)

@@ -3,32 +3,24 @@
 from __future__ import annotations
 
 from ..errors import Conflict
-from .common import now_iso
+from .common import insert, now_iso
 from .schema import KEY_COLUMNS, USER_COLUMNS
+
+TABLES = {"api_key": "api_keys", "user": "users"}
 
 
 class CredentialStore:
-    """API keys, users and their usage (mixed into Store)."""
-
-    # -- API keys and users -----------------------------------------------------------------
+    def _insert_named(self, table: str, row: dict, columns: tuple, taken: str) -> int:
+        values = (*(row[column] for column in columns), row.get("rate_limit"), now_iso())
+        try:
+            return self._insert(insert(table, [*columns, "rate_limit", "created_at"]), values)
+        except Conflict:
+            raise Conflict(taken) from None
 
     def insert_key(self, key: dict) -> int:
         """Store a key (name, prefix, key_hash, scopes, rate_limit); a taken name is Conflict."""
-        try:
-            return self._insert(
-                "INSERT INTO api_keys (name, prefix, key_hash, scopes, rate_limit, created_at)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                (
-                    key["name"],
-                    key["prefix"],
-                    key["key_hash"],
-                    key["scopes"],
-                    key.get("rate_limit"),
-                    now_iso(),
-                ),
-            )
-        except Conflict:
-            raise Conflict(f"An API key named '{key['name']}' already exists.") from None
+        taken = f"An API key named '{key['name']}' already exists."
+        return self._insert_named("api_keys", key, ("name", "prefix", "key_hash", "scopes"), taken)
 
     def key_by_hash(self, key_hash: str) -> dict | None:
         """The unrevoked key with this hash, with its hash for a constant-time comparison."""
@@ -43,63 +35,38 @@ class CredentialStore:
 
     def revoke_key(self, name: str) -> bool:
         """Revoke a key; servers on this database refuse it from their next request."""
-        return (
-            self._execute(
-                "UPDATE api_keys SET revoked_at = ? WHERE name = ? AND revoked_at IS NULL",
-                (now_iso(), name),
-            ).rowcount
-            > 0
-        )
+        sql = "UPDATE api_keys SET revoked_at = ? WHERE name = ? AND revoked_at IS NULL"
+        return self._changed(sql, (now_iso(), name))
 
     def rotate_key(self, name: str, prefix: str, key_hash: str) -> bool:
         """Give an active key a new secret; its name, scopes, limit and usage stay."""
-        return (
-            self._execute(
-                "UPDATE api_keys SET prefix = ?, key_hash = ?"
-                " WHERE name = ? AND revoked_at IS NULL",
-                (prefix, key_hash, name),
-            ).rowcount
-            > 0
-        )
+        sql = "UPDATE api_keys SET prefix = ?, key_hash = ? WHERE name = ? AND revoked_at IS NULL"
+        return self._changed(sql, (prefix, key_hash, name))
 
     def delete_key(self, name: str) -> bool:
         """Forget a key (revoked or not); its messages stay, with its name as their sender."""
-        return self._execute("DELETE FROM api_keys WHERE name = ?", (name,)).rowcount > 0
+        return self._changed("DELETE FROM api_keys WHERE name = ?", (name,))
 
     def usage(self, kind: str, ident: int) -> dict | None:
         """Stored request count and last use of a key or user."""
-        table = "api_keys" if kind == "api_key" else "users"
         return self._execute(
-            f"SELECT request_count, last_used FROM {table} WHERE id = ?", (ident,)
+            f"SELECT request_count, last_used FROM {TABLES[kind]} WHERE id = ?", (ident,)
         ).fetchone()
 
     def add_usage(self, counts: dict[tuple[str, int], tuple[int, str]]) -> None:
         """Add request counts and move last-used times forward, for keys and users at once."""
         with self.transaction():  # in one order, so that two flushes never deadlock
             for (kind, ident), (count, last_used) in sorted(counts.items()):
-                table = "api_keys" if kind == "api_key" else "users"
                 self._execute(
-                    f"UPDATE {table} SET request_count = request_count + ?,"
+                    f"UPDATE {TABLES[kind]} SET request_count = request_count + ?,"
                     f" last_used = {self.GREATEST}(coalesce(last_used, ''), ?) WHERE id = ?",
                     (count, last_used, ident),
                 )
 
     def insert_user(self, user: dict) -> int:
         """Store a login (username, password_hash, scopes); a taken name is Conflict."""
-        try:
-            return self._insert(
-                "INSERT INTO users (username, password_hash, scopes, rate_limit, created_at)"
-                " VALUES (?, ?, ?, ?, ?)",
-                (
-                    user["username"],
-                    user["password_hash"],
-                    user["scopes"],
-                    user.get("rate_limit"),
-                    now_iso(),
-                ),
-            )
-        except Conflict:
-            raise Conflict(f"A user named '{user['username']}' already exists.") from None
+        message = f"A user named '{user['username']}' already exists."
+        return self._insert_named("users", user, ("username", "password_hash", "scopes"), message)
 
     def user_by_name(self, username: str) -> dict | None:
         """A user with its password hash, disabled time and token generation."""
@@ -113,14 +80,11 @@ class CredentialStore:
 
     def set_password(self, username: str, password_hash: str) -> bool:
         """A new password; tokens issued before it stop working."""
-        return (
-            self._execute(
-                "UPDATE users SET password_hash = ?, token_generation = token_generation + 1"
-                " WHERE username = ?",
-                (password_hash, username),
-            ).rowcount
-            > 0
+        sql = (
+            "UPDATE users SET password_hash = ?, token_generation = token_generation + 1"
+            " WHERE username = ?"
         )
+        return self._changed(sql, (password_hash, username))
 
     def set_disabled(self, username: str, disabled: bool) -> bool:
         """Disable a user (no logins; its tokens stop working at once) or enable it again."""
@@ -129,11 +93,10 @@ class CredentialStore:
                 "UPDATE users SET disabled_at = ?, token_generation = token_generation + 1"
                 " WHERE username = ? AND disabled_at IS NULL"
             )
-            return self._execute(sql, (now_iso(), username)).rowcount > 0
+            return self._changed(sql, (now_iso(), username))
         sql = "UPDATE users SET disabled_at = NULL WHERE username = ? AND disabled_at IS NOT NULL"
-        return self._execute(sql, (username,)).rowcount > 0
+        return self._changed(sql, (username,))
 
     def delete_user(self, username: str) -> bool:
         """Forget a user; its tokens stop working at once."""
-        sql = "DELETE FROM users WHERE username = ?"
-        return self._execute(sql, (username,)).rowcount > 0
+        return self._changed("DELETE FROM users WHERE username = ?", (username,))

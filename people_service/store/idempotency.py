@@ -1,37 +1,28 @@
-"""Idempotency records: the first answer to a caller's Idempotency-Key, kept for a day."""
+"""What repeated requests are answered from: first answers to an Idempotency-Key (kept for a
+day) and persisted GraphQL documents by their SHA-256, shared by every process."""
 
 from __future__ import annotations
 
+from .common import now_iso
+
 
 class IdempotencyStore:
-    """Saved answers of idempotent requests (mixed into Store)."""
-
-    # -- idempotency records ----------------------------------------------------------------
-
     def get_idempotent(self, caller: str, key: str) -> dict | None:
-        """The stored answer for a caller's Idempotency-Key."""
         return self._execute(
             "SELECT fingerprint, status, body FROM idempotency WHERE caller = ? AND key = ?",
             (caller, key),
         ).fetchone()
 
     def claim_idempotent(self, caller: str, key: str, fingerprint: str, now: float) -> bool:
-        """Record that a caller's Idempotency-Key is being answered; False if a record exists.
-
-        Another transaction claiming the same key waits here until this one ends (the primary
-        key), then finds its record.
-        """
-        return (
-            self._execute(
-                "INSERT INTO idempotency (caller, key, fingerprint, status, body, created_at)"
-                " VALUES (?, ?, ?, 0, '', ?) ON CONFLICT (caller, key) DO NOTHING",
-                (caller, key, fingerprint, now),
-            ).rowcount
-            > 0
+        """Record that a caller's key is being answered; False if a record exists (a rival
+        claim waits for this transaction, then finds it)."""
+        return self._changed(
+            "INSERT INTO idempotency (caller, key, fingerprint, status, body, created_at)"
+            " VALUES (?, ?, ?, 0, '', ?) ON CONFLICT (caller, key) DO NOTHING",
+            (caller, key, fingerprint, now),
         )
 
     def prune_idempotent(self, before: float) -> None:
-        """Forget answers older than `before`."""
         self._execute("DELETE FROM idempotency WHERE created_at < ?", (before,))
 
     def put_idempotent(self, caller: str, key: str, status: int, body: str) -> None:
@@ -40,3 +31,23 @@ class IdempotencyStore:
             "UPDATE idempotency SET status = ?, body = ? WHERE caller = ? AND key = ?",
             (status, body, caller, key),
         )
+
+    def get_persisted(self, digest: str) -> str | None:
+        """The document stored under a hex SHA-256, if any."""
+        sql = "SELECT document FROM persisted_queries WHERE hash = ?"
+        row = self._execute(sql, (digest,)).fetchone()
+        return row["document"] if row else None
+
+    def put_persisted(self, digest: str, document: str, keep: int) -> None:
+        """Store a document under its SHA-256; past `keep` documents, the oldest go."""
+        with self.transaction():
+            self._execute(
+                "INSERT INTO persisted_queries (hash, document, created_at) VALUES (?, ?, ?)"
+                " ON CONFLICT (hash) DO NOTHING",
+                (digest, document, now_iso()),
+            )
+            self._execute(
+                "DELETE FROM persisted_queries WHERE hash NOT IN (SELECT hash FROM"
+                " persisted_queries ORDER BY created_at DESC, hash DESC LIMIT ?)",
+                (keep,),
+            )

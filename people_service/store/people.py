@@ -2,17 +2,28 @@
 
 from __future__ import annotations
 
+from functools import partialmethod
+
 from ..errors import Conflict, NotFound
-from .common import contains, fold, now_iso
+from .common import contains, fold, insert, now_iso
 from .schema import PERSON_COLUMNS
 
 EMAIL_TAKEN = "A person with this email already exists."
+# each filter of a people list: its condition, and its parameter from the value given
+FILTERS = {
+    "name": ("name_key LIKE ? ESCAPE '\\'", lambda name: contains(fold(name))),
+    "city": ("city_key = ?", fold),
+    "country": ("country_key = ?", fold),
+    "min_age": ("age >= ?", lambda age: age),
+    "max_age": ("age <= ?", lambda age: age),
+}
+# the columns a write sets; each `<column>_key` is the folded <column>
+WRITTEN = PERSON_COLUMNS.split(", ")[1:] + ["name_key", "email_key", "city_key", "country_key"]
 
 
 class PeopleStore:
-    """People and their friendships (mixed into Store)."""
-
-    # -- people -----------------------------------------------------------------------------
+    # names sort case-folded in code point order (PostgreSQL's COLLATE "C", whatever the locale)
+    NAME_ORDER = "name_key"
 
     def is_empty(self) -> bool:
         """True when the database holds neither people nor API keys."""
@@ -21,32 +32,13 @@ class PeopleStore:
         ).fetchone()
         return row["n"] == 0
 
-    # How names sort: the case-folded name in code point order (PostgreSQL says COLLATE "C"
-    # so that its order does not depend on the database's locale).
-    NAME_ORDER = "name_key"
-
     def _where(self, filters: dict | None) -> tuple[str, list]:
-        """The WHERE clause of a people list and its parameters; None values filter nothing."""
-        filters = filters or {}
-        clauses: list[str] = []
-        params: list = []
-        if filters.get("name") is not None:
-            clauses.append("name_key LIKE ? ESCAPE '\\'")
-            params.append(contains(fold(filters["name"])))
-        for key in ("city", "country"):
-            if filters.get(key) is not None:
-                clauses.append(f"{key}_key = ?")
-                params.append(fold(filters[key]))
-        if filters.get("min_age") is not None:
-            clauses.append("age >= ?")
-            params.append(filters["min_age"])
-        if filters.get("max_age") is not None:
-            clauses.append("age <= ?")
-            params.append(filters["max_age"])
+        given = {key: value for key, value in (filters or {}).items() if value is not None}
+        clauses = [FILTERS[key][0] for key in FILTERS if key in given]
+        params = [FILTERS[key][1](given[key]) for key in FILTERS if key in given]
         return (" WHERE " + " AND ".join(clauses) if clauses else ""), params
 
     def _order(self, sort) -> str:
-        """ORDER BY terms for (key, descending) pairs: nulls last either way, then id."""
         columns = {"id": "id", "name": self.NAME_ORDER, "age": "age"}
         terms = []
         for key, descending in sort:
@@ -61,25 +53,19 @@ class PeopleStore:
         where, params = self._where(filters)
         return self._execute(f"SELECT count(*) AS n FROM people{where}", params).fetchone()["n"]
 
-    def list_people(self, filters: dict | None, limit: int, offset: int, sort=()) -> list[dict]:
-        """People who match `filters`, in the order of `sort` ((key, descending) pairs of id,
-        name and age; ties by id): id and name only."""
-        return self._people("id, name", filters, limit, offset, sort)
-
-    def list_people_details(
-        self, filters: dict | None, limit: int, offset: int, sort=()
+    def list_people(
+        self, filters: dict | None, limit: int, offset: int, sort=(), columns="id, name"
     ) -> list[dict]:
-        """As list_people, with every column of the details."""
-        return self._people(PERSON_COLUMNS, filters, limit, offset, sort)
-
-    def _people(self, columns: str, filters, limit: int, offset: int, sort) -> list[dict]:
+        """People who match `filters`, ordered by `sort` ((key, descending) pairs of id, name
+        and age; ties by id)."""
         where, params = self._where(filters)
         sql = f"SELECT {columns} FROM people{where} ORDER BY {self._order(sort)} LIMIT ? OFFSET ?"
         return self._execute(sql, (*params, limit, offset)).fetchall()
 
+    list_people_details = partialmethod(list_people, columns=PERSON_COLUMNS)
+
     def get_person(self, person_id: int, lock: bool = False) -> dict | None:
-        """A person; `lock`: and no other transaction changes or deletes it until this one
-        ends (a write that depends on what it read)."""
+        """A person; with `lock`, no other transaction changes it until this one ends."""
         sql = f"SELECT {PERSON_COLUMNS} FROM people WHERE id = ?{self.FOR_UPDATE if lock else ''}"
         return self._execute(sql, (person_id,)).fetchone()
 
@@ -97,22 +83,13 @@ class PeopleStore:
 
     @staticmethod
     def _person_values(person: dict) -> tuple:
-        return (
-            person["name"],
-            fold(person["name"]),
-            person["age"],
-            person["email"],
-            fold(person["email"]),
-            person["street"],
-            person["city"],
-            person["country"],
-            fold(person["city"]),
-            fold(person["country"]),
+        return tuple(
+            fold(person[column[:-4]]) if column.endswith("_key") else person[column]
+            for column in WRITTEN
         )
 
     def _fold_places(self) -> None:
-        """Fill city_key and country_key from city and country (a migration: Python's case
-        folding, exactly as every write computes them, which neither SQL dialect offers)."""
+        # a migration: Python's case folding, as every write computes it (no SQL dialect can)
         rows = self._execute(
             "SELECT id, city, country FROM people WHERE city IS NOT NULL OR country IS NOT NULL"
         ).fetchall()
@@ -125,34 +102,27 @@ class PeopleStore:
         """Insert a person (columns as in get_person, without id); returns the new id."""
         now = now_iso()
         try:
-            return self._insert(
-                "INSERT INTO people (name, name_key, age, email, email_key, street, city,"
-                " country, city_key, country_key, created_at, updated_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (*self._person_values(person), now, now),
-            )
+            columns = [*WRITTEN, "created_at", "updated_at"]
+            return self._insert(insert("people", columns), (*self._person_values(person), now, now))
         except Conflict:  # the one constraint a new row can break
             raise Conflict(EMAIL_TAKEN) from None
 
     def update_person(self, person_id: int, person: dict) -> None:
         """Replace every column of a person."""
+        columns = "".join(f"{column} = ?, " for column in WRITTEN)
         try:
-            cursor = self._execute(
-                "UPDATE people SET name = ?, name_key = ?, age = ?, email = ?, email_key = ?,"
-                " street = ?, city = ?, country = ?, city_key = ?, country_key = ?,"
-                " updated_at = ? WHERE id = ?",
+            changed = self._changed(
+                f"UPDATE people SET {columns}updated_at = ? WHERE id = ?",
                 (*self._person_values(person), now_iso(), person_id),
             )
         except Conflict:
             raise Conflict(EMAIL_TAKEN) from None
-        if cursor.rowcount == 0:
+        if not changed:
             raise NotFound(f"No person with id '{person_id}'.")
 
     def delete_person(self, person_id: int) -> bool:
         """Delete a person; friendships and messages go with it (ON DELETE CASCADE)."""
-        return self._execute("DELETE FROM people WHERE id = ?", (person_id,)).rowcount > 0
-
-    # -- friendships ----------------------------------------------------------------------
+        return self._changed("DELETE FROM people WHERE id = ?", (person_id,))
 
     def add_friendship(self, person_id: int, friend_id: int) -> None:
         """Make two people friends both ways; already being friends is fine."""
@@ -183,17 +153,20 @@ class PeopleStore:
 
     def friends_of(self, person_ids: list[int], limit: int) -> dict[int, list[dict]]:
         """The first `limit` friends (by id) of each person, in one statement."""
-        result: dict[int, list[dict]] = {person_id: [] for person_id in person_ids}
-        if not person_ids or limit <= 0:
+        source = "friendships JOIN people ON id = friend_id"
+        return self._firsts(person_ids, limit, PERSON_COLUMNS, source, "friend_id")
+
+    def _firsts(self, owners, limit, columns, source, order, where=("", ())):
+        # the first `limit` rows of `source` for each owner (its person_id), by `order`
+        (condition, params), result = where, {owner: [] for owner in owners}
+        if not owners or limit <= 0:
             return result
         rows = self._execute(
-            f"SELECT owner, {PERSON_COLUMNS} FROM ("
-            f" SELECT f.person_id AS owner, p.*, ROW_NUMBER() OVER"
-            f" (PARTITION BY f.person_id ORDER BY f.friend_id) AS n"
-            f" FROM friendships f JOIN people p ON p.id = f.friend_id"
-            f" WHERE {self._in_ids('f.person_id')}"
-            f") AS ranked WHERE n <= ? ORDER BY owner, id",
-            (self._ids(person_ids), limit),
+            f"SELECT person_id AS owner, {columns} FROM ("
+            f" SELECT *, ROW_NUMBER() OVER (PARTITION BY person_id ORDER BY {order}) AS n"
+            f" FROM {source} WHERE {self._in_ids('person_id')}{condition}"
+            f") AS ranked WHERE n <= ? ORDER BY owner, n",
+            (self._ids(owners), *params, limit),
         )
         for row in rows:
             result[row.pop("owner")].append(row)

@@ -8,18 +8,8 @@ USER_COLUMNS = "id, username, scopes, rate_limit, created_at, last_used, request
 KEY_COLUMNS = (
     "id, name, prefix, scopes, rate_limit, created_at, last_used, request_count, revoked_at"
 )
-# Every column of the tables a migration between backends copies, in an order that keeps
-# foreign keys satisfied.
-TABLES = {
-    "people": "id, name, name_key, age, email, email_key, street, city, country, city_key,"
-    " country_key, created_at, updated_at",
-    "friendships": "person_id, friend_id",
-    "messages": "id, person_id, sender_id, sender, content, created_at",
-    "api_keys": "id, name, prefix, key_hash, scopes, rate_limit, created_at, last_used,"
-    " request_count, revoked_at",
-    "users": "id, username, password_hash, scopes, rate_limit, created_at, last_used,"
-    " request_count, disabled_at, token_generation",
-}
+# The tables a migration between backends copies, in an order that keeps foreign keys satisfied
+TABLES = ("people", "friendships", "messages", "api_keys", "users")
 
 # The migrations, for both backends: migration n takes a database from version n - 1 to n, in
 # one transaction. The names in braces are what each backend spells its own way (its DIALECT).
@@ -95,9 +85,8 @@ MIGRATIONS = [
     ALTER TABLE users ADD COLUMN disabled_at TEXT;
     ALTER TABLE users ADD COLUMN token_generation {counter} NOT NULL DEFAULT 0
     """,
-    # people lists filter by city and country ignoring case (folded keys, filled by the
-    # store's _fold_places after this) and sort by name or age; id ends each index, the lists'
-    # tie-break
+    # people lists filter by folded city and country (filled by _fold_places after this) and
+    # sort by name or age; id ends each index, the lists' tie-break
     """
     ALTER TABLE people ADD COLUMN city_key TEXT;
     ALTER TABLE people ADD COLUMN country_key TEXT;

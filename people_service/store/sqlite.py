@@ -1,63 +1,47 @@
-"""The SQLite store: connections, transactions and what SQLite does its own way."""
+"""The SQLite store: connections, transactions, and the files it keeps."""
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
 import sqlite3
+import stat
 import threading
 import weakref
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext, suppress
+from dataclasses import dataclass
 
 import sqlite_utils
 
 from ..errors import Busy, Conflict, ServiceError, StorageFull, Unavailable
-from .base import Store
-from .beside import secret_beside
-from .common import Rows
+from .base import READ_ONLY, Store
 from .schema import MIGRATIONS, SCHEMA_VERSION
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "SQLiteStore", "translate"]
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "SQLiteStore"]
 
-READ_ONLY = "The database is read-only; nothing was written."
-
-
-def translate(error: sqlite3.Error) -> ServiceError:
-    """The domain error for a SQLite error, by its result code; unexpected ones (a missing
-    table, a syntax error) stay internal (500)."""
-    code = getattr(error, "sqlite_errorcode", None)
-    primary = None if code is None else code & 0xFF
-    if primary == sqlite3.SQLITE_CONSTRAINT:
-        return Conflict()
-    if primary in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
-        return Busy()
-    if primary == sqlite3.SQLITE_FULL:
-        return StorageFull()
-    if primary == sqlite3.SQLITE_READONLY:
-        return Unavailable(READ_ONLY)
-    if primary in (sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_IOERR):
-        return Unavailable("The database file cannot be read or written.")
-    return ServiceError()
+UNREACHABLE = "The database file cannot be read or written."
+# the domain error for each primary result code; others (a syntax error) stay internal (500)
+ERRORS = {
+    sqlite3.SQLITE_CONSTRAINT: Conflict,
+    sqlite3.SQLITE_BUSY: Busy,
+    sqlite3.SQLITE_LOCKED: Busy,
+    sqlite3.SQLITE_FULL: StorageFull,
+    sqlite3.SQLITE_READONLY: lambda: Unavailable(READ_ONLY),
+    sqlite3.SQLITE_CANTOPEN: lambda: Unavailable(UNREACHABLE),
+    sqlite3.SQLITE_IOERR: lambda: Unavailable(UNREACHABLE),
+}
 
 
+@dataclass(eq=False)
 class _Handle:
-    """A connection and the identity (device, inode) of the file it was opened on."""
-
-    __slots__ = ("db", "file_id", "__weakref__")
-
-    def __init__(self, db: sqlite_utils.Database, file_id: tuple[int, int]):
-        self.db, self.file_id = db, file_id
+    db: sqlite_utils.Database
+    file_id: tuple[int, int]  # (device, inode) of the file it was opened on
 
 
 class SQLiteStore(Store):
-    """The store in one SQLite file: the embedded default.
-
-    A thread takes a connection when it first needs one and keeps it until release(), which
-    the web layer calls when a request ends: the connection goes back to a small pool of idle
-    ones, so a server that runs each request on a new thread holds as many connections as
-    requests run at once. Writes run in BEGIN IMMEDIATE transactions, so concurrent writers
-    wait for the lock (busy timeout) instead of failing.
-    """
+    """The store in one SQLite file. A thread keeps a connection until release() (the end of
+    a request) gives it to a small pool of idle ones; writers wait for BEGIN IMMEDIATE."""
 
     DIALECT = {
         "identity": "INTEGER PRIMARY KEY AUTOINCREMENT",  # AUTOINCREMENT: ids are never reused
@@ -67,13 +51,9 @@ class SQLiteStore(Store):
         "without_rowid": " WITHOUT ROWID",
         "v3_orders": "",
     }
+    DRIVER_ERROR = sqlite3.Error
+    UNAVAILABLE = "unreadable"
     POOL_SIZE = 16  # idle connections kept for the next requests; more are closed
-
-    def _in_ids(self, column: str) -> str:
-        return f"{column} IN (SELECT value FROM json_each(?))"
-
-    def _ids(self, ids: list[int]) -> str:
-        return json.dumps(ids)
 
     def __init__(self, path: str, *, busy_timeout: float = 5.0):
         self.path = str(path)
@@ -83,21 +63,33 @@ class SQLiteStore(Store):
         self._idle: list[_Handle] = []  # released connections, newest last
         self._handles: weakref.WeakSet[_Handle] = weakref.WeakSet()  # every open one
 
-    # -- connections and transactions ---------------------------------------------------
+    @staticmethod
+    def translate(error: sqlite3.Error) -> ServiceError:
+        code = getattr(error, "sqlite_errorcode", None)
+        return ERRORS.get(None if code is None else code & 0xFF, ServiceError)()
+
+    def _in_ids(self, column: str) -> str:
+        return f"{column} IN (SELECT value FROM json_each(?))"
+
+    def _ids(self, ids: list[int]) -> str:
+        return json.dumps(ids)
 
     def _db(self) -> sqlite_utils.Database:
         """This thread's connection, reopened if the file was deleted or replaced (a restore):
         writing on into an unlinked file would lose every write at the next restart."""
         local = self._local
         handle = getattr(local, "handle", None)
-        if handle is not None and not local.depth and self._file_id() != handle.file_id:
+        if handle is not None and not local.busy and self._file_id() != handle.file_id:
             local.handle = None
             self._discard(handle)
             handle = None
         if handle is None:
             handle = local.handle = self._checkout()
-            local.depth = 0
+            local.busy = False
         return handle.db
+
+    def _connection(self):
+        return nullcontext(self._db().conn)
 
     def _checkout(self) -> _Handle:
         file_id = self._file_id()
@@ -118,7 +110,7 @@ class SQLiteStore(Store):
         """Give this thread's connection back to the pool (outside a transaction only)."""
         local = self._local
         handle = getattr(local, "handle", None)
-        if handle is None or local.depth:
+        if handle is None or local.busy:
             return
         local.handle = None
         with self._lock:
@@ -150,96 +142,50 @@ class SQLiteStore(Store):
         conn = sqlite3.connect(
             uri,
             uri=True,
-            timeout=self.busy_timeout,
+            timeout=self.busy_timeout,  # sets SQLite's busy timeout
             isolation_level=None,  # we issue BEGIN / COMMIT ourselves
             check_same_thread=False,  # connections move between threads through the pool
         )
         conn.execute("PRAGMA foreign_keys = ON")
-        conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
         # WAL + NORMAL survives a crash of the process; FULL also survives power loss
         conn.execute("PRAGMA synchronous = FULL")
         return conn
 
-    def _execute(self, sql: str, params=()) -> Rows:
-        try:
-            cursor = self._db().conn.execute(sql, params)
-            names = [column[0] for column in cursor.description or ()]
-            rows = [dict(zip(names, row, strict=True)) for row in cursor]
-        except sqlite3.Error as error:
-            raise translate(error) from error
-        return Rows(rows, cursor.rowcount, cursor.lastrowid)
-
-    def _insert(self, sql: str, params=()) -> int:
-        return self._execute(sql, params).lastrowid
-
-    def _executemany(self, sql: str, rows) -> None:
-        try:
-            self._db().conn.executemany(sql, rows)
-        except sqlite3.Error as error:
-            raise translate(error) from error
-
-    def _script(self, sql: str) -> None:
-        # statement by statement, inside the caller's transaction (executescript would commit
-        # it); complete_statement knows where one ends, semicolons in strings and triggers too
-        statement = ""
-        for line in sql.splitlines(keepends=True):
-            statement += line
-            if sqlite3.complete_statement(statement):
-                self._execute(statement)
-                statement = ""
-        if statement.strip():
-            self._execute(statement)
-
-    def _writable(self) -> sqlite_utils.Database:
-        """This thread's connection, after checking that the file is still there and writable
-        (inside a transaction, that was checked when it began)."""
-        if getattr(self._local, "depth", 0):
-            return self._local.handle.db
-        db = self._db()
-        if not os.access(self.path, os.W_OK):
-            # open connections could still write through their descriptors; the operator said no
-            raise Unavailable(READ_ONLY)
-        return db
+    def _writable(self) -> None:
+        if not getattr(self._local, "busy", False):  # a transaction checked when it began
+            self._db()  # a missing file says so
+            if not os.access(self.path, os.W_OK):
+                # open connections could still write through their descriptors: refuse
+                raise Unavailable(READ_ONLY)
 
     def transaction(self):
         """One write transaction; nested uses join the outer one."""
         return self._transaction("BEGIN IMMEDIATE")
 
     def snapshot(self):
-        """Reads that see one state of the file: a deferred transaction holds the snapshot its
-        first read takes (WAL) until it ends."""
+        """Reads that see one state of the file (a deferred transaction, under WAL)."""
         return self._transaction("BEGIN")
 
     @contextmanager
     def _transaction(self, begin: str):
         local = self._local
-        if getattr(local, "depth", 0):
-            local.depth += 1
-            try:
-                yield
-            finally:
-                local.depth -= 1
+        if getattr(local, "busy", False):  # nested: part of the outer one
+            yield
             return
-        try:
-            conn = (self._writable() if begin == "BEGIN IMMEDIATE" else self._db()).conn
-            conn.execute(begin)
-        except sqlite3.Error as error:
-            raise translate(error) from error
-        local.depth = 1
+        with self._translated():
+            if begin == "BEGIN IMMEDIATE":
+                self._writable()
+            db = self._db()
+            db.execute(begin)
+        local.busy = True
         try:
             yield
-        except BaseException:
-            local.depth = 0
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
-        local.depth = 0
-        try:
-            conn.execute("COMMIT")
-        except sqlite3.Error as error:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise translate(error) from error
+            local.busy = False
+            with self._translated():
+                db.execute("COMMIT")
+        finally:
+            local.busy = False
+            db.rollback()  # when the block or the COMMIT failed (else there is nothing to undo)
 
     def close(self) -> None:
         """Close every connection this store opened."""
@@ -250,27 +196,19 @@ class SQLiteStore(Store):
             handle.db.conn.close()
         self._local = threading.local()
 
-    # -- schema and files ---------------------------------------------------------------
-
     def upgrade_schema(self) -> int:
-        """Create or upgrade the schema; returns the version. Idempotent. The file is created,
-        never its directory: which directories may be made is the application's choice."""
-        try:  # a new file is the owner's alone (it holds password and key hashes); SQLite
-            # gives its -wal and -shm files the same mode
+        """Create or upgrade the schema (and the file, never its directory); the version."""
+        # the owner's alone (it holds password and key hashes), as SQLite's -wal and -shm
+        with suppress(FileExistsError):
             os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-        except FileExistsError:
-            pass
-        db = self._db()
-        if db.conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-            db.enable_wal()
-        with self.transaction():
-            version = db.conn.execute("PRAGMA user_version").fetchone()[0]
-            self._migrate(version, lambda n: db.conn.execute(f"PRAGMA user_version = {n}"))
-        return SCHEMA_VERSION
+        self._db().enable_wal()
+        return super().upgrade_schema()
 
-    def stored_secret(self) -> str:
-        """The signing secret kept in secret.key beside the database."""
-        return secret_beside(self.path)
+    def _schema_version(self) -> int:
+        return self._db().conn.execute("PRAGMA user_version").fetchone()[0]
+
+    def _set_version(self, number: int) -> None:
+        self._db().conn.execute(f"PRAGMA user_version = {number}")
 
     def check(self) -> str:
         """'ok', or what is wrong with the database: 'missing', 'read-only' or 'unreadable'."""
@@ -280,8 +218,42 @@ class SQLiteStore(Store):
         # access() reports a read-only file system even to root, who may write anything else
         if not (os.access(self.path, os.W_OK) and os.access(directory, os.W_OK)):
             return "read-only"
+        return super().check()
+
+    def stored_secret(self) -> str:
+        """The signing secret in secret.key beside the database, made once (0600), never through
+        a symlink; a file other users could read or change is a ValueError naming it."""
+        path = os.path.join(os.path.dirname(os.path.abspath(self.path)), "secret.key")
         try:
-            self._execute("SELECT 1 FROM people LIMIT 1")
-        except ServiceError:
-            return "unreadable"
-        return "ok"
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        except FileNotFoundError:
+            _create_secret(path)
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError as error:
+            why = f"{path} cannot be opened ({error.strerror}); it must be a file"
+            raise ValueError(why) from None
+        with os.fdopen(fd, encoding="ascii") as file:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise ValueError(f"{path} is not a regular file")
+            if info.st_uid not in (os.geteuid(), 0) or info.st_mode & 0o077:
+                raise ValueError(
+                    f"{path} can be read or changed by other users (mode "
+                    f"{stat.filemode(info.st_mode)}, owner uid {info.st_uid}); make it the service "
+                    f"user's alone (chmod 600) or remove it to make a new one"
+                )
+            return file.read().strip()
+
+
+def _create_secret(path: str) -> None:
+    # written aside, then linked into place: a second process starting at the same moment
+    # either links first or reads the whole secret, never an empty file
+    draft = f"{path}.{secrets.token_hex(8)}.tmp"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+    with os.fdopen(os.open(draft, flags, 0o600), "w", encoding="ascii") as file:
+        file.write(secrets.token_urlsafe(48) + "\n")
+    try:
+        with suppress(FileExistsError):
+            os.link(draft, path, follow_symlinks=False)
+    finally:
+        os.unlink(draft)

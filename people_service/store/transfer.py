@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 from ..errors import Conflict
-from .common import now_iso
+from .common import insert, now_iso
+from .people import WRITTEN
 from .schema import PERSON_COLUMNS, TABLES
 
 
 class TransferStore:
-    """Bulk loads and dumps (mixed into Store)."""
-
-    # -- bulk import, export and migration --------------------------------------------------
-
     def import_people(self, people: list[dict], friendships: list[tuple[int, int]]) -> None:
         """Insert people with their ids and friendships, in the caller's transaction."""
         taken = self._execute(
@@ -22,9 +19,8 @@ class TransferStore:
             raise Conflict(f"A person with id '{taken['id']}' already exists.")
         now = now_iso()
         rows = [(person["id"], *self._person_values(person), now, now) for person in people]
-        marks = ", ".join("?" * len(TABLES["people"].split(",")))
         try:
-            self._executemany(f"INSERT INTO people ({TABLES['people']}) VALUES ({marks})", rows)
+            self._executemany(insert("people", ["id", *WRITTEN, "created_at", "updated_at"]), rows)
         except Conflict:
             raise Conflict("Two people share an email (or one already exists).") from None
         pairs = {pair for a, b in friendships for pair in ((a, b), (b, a))}
@@ -48,23 +44,17 @@ class TransferStore:
 
     def dump(self) -> dict[str, list[dict]]:
         """Every row of every table a migration copies."""
-        return {
-            table: self._execute(f"SELECT {columns} FROM {table}").fetchall()
-            for table, columns in TABLES.items()
-        }
+        return {table: self._execute(f"SELECT * FROM {table}").fetchall() for table in TABLES}
 
     def load(self, tables: dict[str, list[dict]]) -> dict[str, int]:
         """Copy dumped rows into this (empty) database in one transaction; returns counts."""
         with self.transaction():
             if not self.is_empty():
                 raise Conflict("The target database already holds people or API keys.")
-            for table, columns in TABLES.items():
-                names = [column.strip() for column in columns.split(",")]
-                marks = ", ".join("?" * len(names))
-                self._executemany(
-                    f"INSERT INTO {table} ({columns}) VALUES ({marks})",
-                    [tuple(row[name] for name in names) for row in tables[table]],
-                )
+            for table in (table for table in TABLES if tables[table]):
+                names = list(tables[table][0])
+                rows = [tuple(row[name] for name in names) for row in tables[table]]
+                self._executemany(insert(table, names), rows)
             self._ids_taken()
             return {
                 table: self._execute(f"SELECT count(*) AS n FROM {table}").fetchone()["n"]
