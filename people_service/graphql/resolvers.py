@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-import functools
+from functools import partial, wraps
+from operator import itemgetter
+from typing import NamedTuple
 
 from ariadne import EnumType, MutationType, ObjectType, QueryType
 
 from .. import schemas, service
 from ..errors import Forbidden, InvalidArgument
 from ..web.caller import caller_summary
+from .batch import Batches
 
 query = QueryType()
 mutation = MutationType()
@@ -35,22 +38,22 @@ LIST_LIMITS = {
     "Person.friends": schemas.LIST_FIELD_LIMITS,
     "Person.messages": schemas.LIST_FIELD_LIMITS,
 }
+_ID = itemgetter("id")
 
 
-class Context:
+class Context(NamedTuple):
     """What every resolver of one request shares."""
 
-    __slots__ = ("store", "caller", "batches")
-
-    def __init__(self, store, caller, batches):
-        self.store, self.caller, self.batches = store, caller, batches
+    store: object
+    caller: object
+    batches: Batches
 
 
 def needs(scope: str):
     """A root field that needs a scope: without it, a FORBIDDEN field error."""
 
     def decorate(resolver):
-        @functools.wraps(resolver)
+        @wraps(resolver)
         def wrapper(obj, info, **kwargs):
             if scope not in info.context.caller.scopes:
                 raise Forbidden(f"This needs the scope '{scope}'.")
@@ -61,31 +64,32 @@ def needs(scope: str):
     return decorate
 
 
-def mutates(resolver):
-    """A mutation field: graphql-core runs them one after another, each with its whole
-    selection, so answers loaded for an earlier one are dropped before this one writes."""
+def writes(field: str):
+    """A mutation field: it needs `write`. graphql-core runs mutation fields one after another,
+    so answers loaded for an earlier one are dropped before this one writes."""
 
-    @functools.wraps(resolver)
-    def wrapper(obj, info, **kwargs):
-        info.context.batches.forget()
-        return resolver(obj, info, **kwargs)
+    def decorate(resolver):
+        @mutation.field(field)
+        @needs("write")
+        @wraps(resolver)
+        def wrapper(obj, info, **kwargs):
+            info.context.batches.forget()
+            return resolver(info.context, **kwargs)
 
-    return wrapper
+        return wrapper
+
+    return decorate
 
 
-def _returned(info, people: list[dict]) -> list[dict]:
-    info.context.batches.register(info.path, people)
-    return people
-
-
+# A root field returning one object needs no registering with the batches: a field of it
+# loads for that object alone either way.
 @query.field("person")
 @needs("read")
 def resolve_person(_, info, id=None, name=None):
     if (id is None) == (name is None):
         raise InvalidArgument("Give exactly one of the arguments id and name.")
     store = info.context.store
-    found = service.get_person(store, id) if id is not None else service.find_person(store, name)
-    return _returned(info, [found])[0]
+    return service.get_person(store, id) if id is not None else service.find_person(store, name)
 
 
 @query.field("people")
@@ -93,14 +97,14 @@ def resolve_person(_, info, id=None, name=None):
 def resolve_people(_, info, **args):
     # name, city, country, min_age, max_age, sort, limit and offset, checked by the service
     found = service.people_details(info.context.store, **args)
-    return _returned(info, found)
+    info.context.batches.register(info.path, found)
+    return found
 
 
 @query.field("message")
 @needs("read")
 def resolve_message(_, info, id):
-    found = service.get_message(info.context.store, info.context.caller.viewer, id)
-    return _returned(info, [found])[0]
+    return service.get_message(info.context.store, info.context.caller.viewer, id)
 
 
 @query.field("me")
@@ -108,87 +112,55 @@ def resolve_me(_, info):
     return caller_summary(info.context.caller)
 
 
-def _by_id(obj):
-    return obj["id"]
-
-
 @person.field("friends")
 def resolve_friends(obj, info, limit=None):
     count = service.list_field_limit(limit)
-    store = info.context.store
-    return info.context.batches.load(
-        info, obj, f"friends:{count}", _by_id, lambda ids: service.friends_of(store, ids, count)
-    )
+    fetch = partial(service.friends_of, info.context.store, limit=count)
+    return info.context.batches.load(info, obj, f"friends:{count}", _ID, fetch)
 
 
 @person.field("messages")
 def resolve_messages(obj, info, limit=None):
     count = service.list_field_limit(limit)
     ctx = info.context
-    return ctx.batches.load(
-        info,
-        obj,
-        f"messages:{count}",
-        _by_id,
-        lambda ids: service.messages_of(ctx.store, ctx.caller.viewer, ids, count),
-    )
+    fetch = partial(service.messages_of, ctx.store, ctx.caller.viewer, limit=count)
+    return ctx.batches.load(info, obj, f"messages:{count}", _ID, fetch)
 
 
 @message.field("person")
 def resolve_message_person(obj, info):
-    store = info.context.store
-    return info.context.batches.load(
-        info,
-        obj,
-        "person",
-        lambda msg: msg["person_id"],
-        lambda ids: service.people_by_ids(store, ids),
-    )
+    fetch = partial(service.people_by_ids, info.context.store)
+    return info.context.batches.load(info, obj, "person", itemgetter("person_id"), fetch)
 
 
-@mutation.field("createPerson")
-@needs("write")
-@mutates
-def resolve_create_person(_, info, input):
-    created, _ = service.create_person(info.context.store, input)
-    return _returned(info, [created])[0]
+@writes("createPerson")
+def resolve_create_person(ctx, input):
+    return service.create_person(ctx.store, input)[0]
 
 
-@mutation.field("updatePerson")
-@needs("write")
-@mutates
-def resolve_update_person(_, info, id, input):
-    return _returned(info, [service.update_person(info.context.store, id, input)])[0]
+@writes("updatePerson")
+def resolve_update_person(ctx, id, input):
+    return service.update_person(ctx.store, id, input)
 
 
-@mutation.field("deletePerson")
-@needs("write")
-@mutates
-def resolve_delete_person(_, info, id):
-    service.delete_person(info.context.store, id)
+@writes("deletePerson")
+def resolve_delete_person(ctx, id):
+    service.delete_person(ctx.store, id)
     return id
 
 
-@mutation.field("addFriend")
-@needs("write")
-@mutates
-def resolve_add_friend(_, info, id, friend_id):
-    return _returned(info, [service.add_friend(info.context.store, id, friend_id)])[0]
+@writes("addFriend")
+def resolve_add_friend(ctx, id, friend_id):
+    return service.add_friend(ctx.store, id, friend_id)
 
 
-@mutation.field("removeFriend")
-@needs("write")
-@mutates
-def resolve_remove_friend(_, info, id, friend_id):
-    return _returned(info, [service.remove_friend(info.context.store, id, friend_id)])[0]
+@writes("removeFriend")
+def resolve_remove_friend(ctx, id, friend_id):
+    return service.remove_friend(ctx.store, id, friend_id)
 
 
-@mutation.field("sendMessage")
-@needs("write")
-@mutates
-def resolve_send_message(_, info, person_id, content):
-    ctx = info.context
-    sent = service.send_message(
+@writes("sendMessage")
+def resolve_send_message(ctx, person_id, content):
+    return service.send_message(
         ctx.store, ctx.caller.viewer, {"person_id": person_id, "content": content}
     )
-    return _returned(info, [sent])[0]
