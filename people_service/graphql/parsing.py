@@ -32,23 +32,7 @@ COERCION_ERRORS = 10
 # Values (objects, lists and scalars, at any depth) in one request's variables: counted before
 # they are coerced, so that coercing them stays cheap. The schema's largest input is a handful.
 MAX_VARIABLE_VALUES = 1000
-# Counts saturate here: a refusal needs no exact figure beyond it, and numbers stay small.
-CEILING = 10**9
 NESTED_TOO_DEEPLY = "The query is nested too deeply."
-# What one list field without a `limit` argument counts (the schema has none so far).
-UNBOUNDED_LIST = 100
-# An operation of introspection fields alone is charged this fraction of the objects it returns:
-# it reads the schema in memory, not the database, so the explorers can load it at any limit.
-INTROSPECTION_DISCOUNT = 100
-# The introspection type of each kind of schema element the introspection walk visits.
-INTROSPECTION_TYPES = {
-    "schema": "__Schema",
-    "type": "__Type",
-    "field": "__Field",
-    "input": "__InputValue",
-    "enum": "__EnumValue",
-    "directive": "__Directive",
-}
 
 
 class TooComplex(GraphQLError):
@@ -153,20 +137,6 @@ def _fields(nodes) -> int:
         if selection_set is not None:
             count += _fields(selection_set.selections)
     return count
-
-
-class TooDeep(Exception):
-    """A walk reached MAX_NESTING."""
-
-
-def saturated(value: int) -> int:
-    """`value`, or CEILING if it is larger."""
-    return value if value < CEILING else CEILING
-
-
-def figure(value: int) -> str:
-    """A count for a message: the number, or 'more than ...' past CEILING."""
-    return str(value) if value < CEILING else f"more than {CEILING - 1}"
 
 
 def check_variables(variables) -> None:

@@ -8,7 +8,7 @@ from typing import NamedTuple
 
 from ariadne import EnumType, MutationType, ObjectType, QueryType
 
-from .. import schemas, service
+from .. import service
 from ..errors import Forbidden, InvalidArgument
 from ..web.caller import caller_summary
 from .batch import Batches
@@ -31,13 +31,6 @@ person_sort = EnumType(
     },
 )
 bindables = [query, mutation, person, message, person_sort]
-# the `limit` each list field accepts: outside it the field fails before it loads anything,
-# so the cost meter counts nothing below it
-LIST_LIMITS = {
-    "Query.people": schemas.PEOPLE_LIMITS,
-    "Person.friends": schemas.LIST_FIELD_LIMITS,
-    "Person.messages": schemas.LIST_FIELD_LIMITS,
-}
 _ID = itemgetter("id")
 
 

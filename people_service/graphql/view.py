@@ -29,13 +29,13 @@ from ..web.caller import authenticate
 from ..web.jsonio import dump_json, json_body, parse_json
 from ..web.negotiation import HTML, negotiate
 from ..web.problems import error_parts, graphql_code, with_headers
-from . import parsing, persisted, rules
+from . import parsing, persisted
 from .batch import Batches
 from .executor import LeafExecutor
 from .explorer import explorer_response
 from .formatting import format_error, request_errors, with_code
-from .meter import introspective
-from .resolvers import LIST_LIMITS, Context
+from .meter import NoIntrospection, introspective, limits_of
+from .resolvers import Context
 from .schema import executable_schema, sdl
 
 bp = Blueprint("graphql", __name__)
@@ -132,11 +132,11 @@ def check_limits(schema, document, data: dict, budget, values) -> tuple[tuple, i
         "max_depth": config["GRAPHQL_MAX_DEPTH"],
         "max_aliases": config["GRAPHQL_MAX_ALIASES"],
         "max_cost": config["GRAPHQL_MAX_COST"],
-        "budget": rules.Budget(*budget),
+        "budget": budget,
     }
     name = data.get("operationName")
     if data.get("variables") or not parsing.cacheable(data["query"]):
-        return rules.check_limits(schema, document, values, name, list_limits=LIST_LIMITS, **limits)
+        return limits_of(schema, document, values, name, **limits)
     # the usual GET: the same text, operation and limits always measure the same
     return _check_limits_cached(data["query"], name, values is not None, **limits)
 
@@ -150,9 +150,7 @@ def _check_limits_cached(text: str, operation_name, coerced: bool, **limits) -> 
     if coerced and operation is not None:
         # no variables were sent: these are the operation's own defaults
         values = get_variable_values(schema, operation.variable_definitions or (), {})
-    return rules.check_limits(
-        schema, document, values, operation_name, list_limits=LIST_LIMITS, **limits
-    )
+    return limits_of(schema, document, values, operation_name, **limits)
 
 
 # -- execution ------------------------------------------------------------------------------
@@ -173,7 +171,7 @@ def _validate_cached(schema, text: str, introspection: bool) -> tuple:
 
 def _validate_text(schema, text: str, introspection: bool) -> tuple:
     document = parsing.parse_document(text)
-    specified = specified_rules if introspection else (*specified_rules, rules.NoIntrospection)
+    specified = specified_rules if introspection else (*specified_rules, NoIntrospection)
     errors = validate(
         schema,
         document,
