@@ -62,11 +62,5 @@ def format_error(error: GraphQLError) -> dict:
     return formatted
 
 
-def with_code(error: GraphQLError, code: str) -> GraphQLError:
-    return GraphQLError(
-        error.message, source=error.source, positions=error.positions, extensions={"code": code}
-    )
-
-
 def request_errors(messages) -> dict:
     return {"errors": [format_error(error) for error in messages]}

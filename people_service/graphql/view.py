@@ -5,13 +5,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from flask import Blueprint, current_app, g, request
-from graphql import (
-    GraphQLError,
-    OperationType,
-    get_operation_ast,
-    specified_rules,
-    validate,
-)
+from graphql import GraphQLError, OperationType, get_operation_ast, specified_rules, validate
 from graphql.execution import get_variable_values
 from graphql.validation.validate import ValidationAbortedError
 from werkzeug.wrappers import Response
@@ -33,7 +27,7 @@ from . import parsing, persisted
 from .batch import Batches
 from .executor import LeafExecutor
 from .explorer import explorer_response
-from .formatting import format_error, request_errors, with_code
+from .formatting import format_error, request_errors
 from .meter import NoIntrospection, introspective, limits_of
 from .resolvers import Context
 from .schema import executable_schema, sdl
@@ -46,15 +40,8 @@ INTROSPECTION_ANSWERS = 32
 JSON = "application/json"
 
 
-# -- request parsing ----------------------------------------------------------------------
-
-
 def response_type() -> str:
-    """The media type of the answer, from Accept (406 when neither JSON type is acceptable).
-
-    `*/*` and no Accept at all get application/json, as the GraphQL-over-HTTP specification
-    asks for the time being; parameters such as `charset=utf-8` do not spoil a match.
-    """
+    """The answer's media type from Accept (`*/*` or none: JSON); 406 if neither JSON type."""
     media = negotiate((JSON, GRAPHQL_RESPONSE))
     if media is None:
         raise NotAcceptable(f"This endpoint answers {JSON} or {GRAPHQL_RESPONSE}.")
@@ -122,27 +109,25 @@ def _read_request() -> dict:
     return data
 
 
-def check_limits(schema, document, data: dict, budget, values) -> tuple[tuple, int]:
-    """(errors, cost) of the request's document against every limit; see rules.Meter.
-
-    `values` are the request's coerced variables (None when they did not coerce).
-    """
+def check_limits(document, data: dict, values) -> tuple[tuple, int]:
+    """(errors, cost) of the request's document against every limit, for its coerced variables
+    (None when they did not coerce)."""
     config = current_app.config
     limits = {
         "max_depth": config["GRAPHQL_MAX_DEPTH"],
         "max_aliases": config["GRAPHQL_MAX_ALIASES"],
         "max_cost": config["GRAPHQL_MAX_COST"],
-        "budget": budget,
+        "budget": ratelimit.budget(),
     }
     name = data.get("operationName")
     if data.get("variables") or not parsing.cacheable(data["query"]):
-        return limits_of(schema, document, values, name, **limits)
+        return limits_of(executable_schema(), document, values, name, **limits)
     # the usual GET: the same text, operation and limits always measure the same
-    return _check_limits_cached(data["query"], name, values is not None, **limits)
+    return _limits_cached(data["query"], name, values is not None, **limits)
 
 
 @lru_cache(maxsize=512)
-def _check_limits_cached(text: str, operation_name, coerced: bool, **limits) -> tuple[tuple, int]:
+def _limits_cached(text: str, operation_name, coerced: bool, **limits) -> tuple[tuple, int]:
     schema = executable_schema()
     document = parsing.parse_document(text)
     values = None
@@ -153,28 +138,14 @@ def _check_limits_cached(text: str, operation_name, coerced: bool, **limits) -> 
     return limits_of(schema, document, values, operation_name, **limits)
 
 
-# -- execution ------------------------------------------------------------------------------
-
-
-def _validate(schema, text: str, introspection: bool) -> tuple:
-    """The specification's validation of a text (a short one validated once); with
-    introspection off, without suggestions ("Did you mean ...?") that would reveal the schema."""
-    if parsing.cacheable(text):
-        return _validate_cached(schema, text, introspection)
-    return _validate_text(schema, text, introspection)
-
-
-@lru_cache(maxsize=512)
-def _validate_cached(schema, text: str, introspection: bool) -> tuple:
-    return _validate_text(schema, text, introspection)
-
-
-def _validate_text(schema, text: str, introspection: bool) -> tuple:
-    document = parsing.parse_document(text)
+@parsing.by_text
+def validated(text: str, introspection: bool) -> tuple:
+    """The specification's validation errors of a text; with introspection off, without
+    suggestions ("Did you mean ...?") that would reveal the schema."""
     specified = specified_rules if introspection else (*specified_rules, NoIntrospection)
     errors = validate(
-        schema,
-        document,
+        executable_schema(),
+        parsing.parse_document(text),
         specified,
         max_errors=parsing.VALIDATION_ERRORS,
         hide_suggestions=not introspection,
@@ -184,7 +155,7 @@ def _validate_text(schema, text: str, introspection: bool) -> tuple:
     ):
         # aborted before max_errors was reached: graphql-core gave up on the document itself
         return (parsing.TooComplex("The query is too complex to validate."),)
-    return tuple(with_code(error, "GRAPHQL_VALIDATION_FAILED") for error in errors)
+    return tuple(parsing.with_code(error, "GRAPHQL_VALIDATION_FAILED") for error in errors)
 
 
 def prepare(data: dict) -> tuple:
@@ -200,8 +171,6 @@ def prepare(data: dict) -> tuple:
 def _prepare(data: dict) -> tuple:
     if data["query"] is None:  # a persisted query's hash this service does not know
         return None, None, (), 1
-    config = current_app.config
-    schema = executable_schema()
     try:
         document = parsing.parse_document(data["query"])
         parsing.check_variables(data.get("variables"))
@@ -216,29 +185,28 @@ def _prepare(data: dict) -> tuple:
                 MethodNotAllowed("Mutations must be sent with POST."), {"Allow": "POST"}
             )
     executor = LeafExecutor.build(
-        schema,
+        executable_schema(),
         document,
         context_value=Context(get_store(), authenticate(), Batches()),
         raw_variable_values=data.get("variables") or {},
         operation_name=data.get("operationName"),
         max_coercion_errors=parsing.COERCION_ERRORS,
-        hide_suggestions=not config["INTROSPECTION"],
+        hide_suggestions=not current_app.config["INTROSPECTION"],
     )
     values = None if isinstance(executor, list) else executor.variable_values
-    errors, cost = check_limits(schema, document, data, ratelimit.budget(), values)
+    errors, cost = check_limits(document, data, values)
     if errors:
         return None, None, errors, None
-    errors = _validate(schema, data["query"], config["INTROSPECTION"])
+    errors = validated(data["query"], current_app.config["INTROSPECTION"])
     if errors:
-        if isinstance(errors[0], parsing.TooComplex):
-            return None, None, errors, None
-        # the document was measured before it was validated: an invalid one pays its estimate,
-        # so that documents made to be expensive to validate cannot be sent for 1 each
-        return None, None, errors, max(1, cost)
+        # measured before it was validated, an invalid document pays its estimate: documents
+        # made to be expensive to validate cannot be sent for 1 each
+        too_complex = isinstance(errors[0], parsing.TooComplex)
+        return None, None, errors, None if too_complex else max(1, cost)
     if isinstance(executor, list):
         return document, executor, (), 1
     answers = introspection_answers(data, executor)
-    if answers is not None and answer_key(data) in answers:
+    if answers is not None and (data["query"], data.get("operationName")) in answers:
         cost = 1  # the kept answer is reused
     return document, executor, (), cost
 
@@ -249,10 +217,6 @@ def introspection_answers(data: dict, executor) -> dict | None:
     if data.get("variables") or not introspective(executor.operation):
         return None
     return services().introspection
-
-
-def answer_key(data: dict) -> tuple:
-    return data["query"], data.get("operationName")
 
 
 def rate_limit_cost() -> int | None:
@@ -273,12 +237,12 @@ def execute(data: dict) -> tuple[dict, bool]:
         # no such operation (a bad request), or variables that do not fit (bad user input)
         found = get_operation_ast(document, data.get("operationName")) is not None
         code = "BAD_USER_INPUT" if found else "BAD_REQUEST"
-        return request_errors(with_code(error, code) for error in executor), True
+        return request_errors(parsing.with_code(error, code) for error in executor), True
     operation = executor.operation  # counted by web.metrics once answered
     name = operation.name.value if operation.name else None
     g.graphql_operation = (name, operation.operation.value, cost)
     answers = introspection_answers(data, executor)
-    key = answer_key(data)
+    key = data["query"], data.get("operationName")
     if answers is not None and key in answers:
         return answers[key], False
     result = executor.execute_operation()
