@@ -9,14 +9,9 @@ _SLOW = object()
 
 
 class LeafExecutor(Executor):
-    """graphql-core's executor, with a short path for objects whose selected fields are scalars
-    read straight from a dict (no resolver, no arguments, no @defer, no middleware).
-
-    graphql-core builds a ResolveInfo, a Path and a completion call for every field of every
-    object, most of the time of a long list; such an object is built here in one loop. Anything
-    unusual (a null for a non-null field, a value the scalar refuses, a callable) falls back to
-    the standard path, which reports it as usual.
-    """
+    """graphql-core's executor, building an object whose selected fields are scalars read from
+    a dict (no resolver, arguments, @defer or middleware) in one loop instead of a ResolveInfo,
+    Path and completion per field. Anything unusual falls back to the standard path."""
 
     _plans: dict = {}  # (type, response names) -> [(response name, field, serialize, non-null)]
 
@@ -32,10 +27,8 @@ class LeafExecutor(Executor):
             and named.is_type_of is None
             and self.middleware_manager is None
         ):
-            grouped_field_set, new_defer_usages = self.collect_subfields(named, field_details_list)[
-                :2
-            ]
-            plan = None if new_defer_usages else self._plan(named, grouped_field_set)
+            grouped, new_defer_usages = self.collect_subfields(named, field_details_list)[:2]
+            plan = None if new_defer_usages else self._plan(named, grouped)
             if plan is not None:
                 items = []
                 for item in result:

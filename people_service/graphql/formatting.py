@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 
+from ariadne import unwrap_graphql_error
 from graphql import GraphQLError
 
 from ..errors import ServiceError
@@ -11,12 +12,6 @@ from ..schemas import sentence
 from ..web.problems import bounded_errors
 
 log = logging.getLogger("people_service.graphql")
-
-
-def _code(error: GraphQLError) -> str:
-    if error.extensions and error.extensions.get("code"):
-        return error.extensions["code"]
-    return "BAD_REQUEST" if error.path is None else "INTERNAL_SERVER_ERROR"
 
 
 def graphql_names(errors):
@@ -39,9 +34,7 @@ def _camel(key):
 def format_error(error: GraphQLError) -> dict:
     """Every error gets extensions.code; a resolver's own exception text never leaves."""
     formatted = error.formatted
-    original = error.original_error
-    while isinstance(original, GraphQLError) and original.original_error is not None:
-        original = original.original_error
+    original = unwrap_graphql_error(error)
     if isinstance(original, ServiceError):
         formatted["message"] = original.detail
         extensions = {"code": original.graphql_code}
@@ -52,12 +45,14 @@ def format_error(error: GraphQLError) -> dict:
             extensions["errors"], omitted = bounded_errors(named)
             if omitted:
                 extensions["errors_omitted"] = omitted
-    elif original is not None and not isinstance(original, GraphQLError):
+    elif original is not None:
         log.error("resolver failed at %s", error.path, exc_info=original)
         formatted["message"] = "Internal server error"
         extensions = {"code": "INTERNAL_SERVER_ERROR"}
     else:
-        extensions = {**(error.extensions or {}), "code": _code(error)}
+        extensions = dict(error.extensions or {})
+        if not extensions.get("code"):
+            extensions["code"] = "BAD_REQUEST" if error.path is None else "INTERNAL_SERVER_ERROR"
     formatted["extensions"] = extensions
     return formatted
 

@@ -53,38 +53,33 @@ def _has_fields(value) -> bool:
 
 
 # What an introspection field of a schema element returns, as graphql-core's resolvers do
-# (deprecated entries included: an upper bound): (introspection type, elements).
+# (deprecated entries included: an upper bound): (introspection type, elements of schema s and
+# element v).
 _CHILDREN = {
-    ("__Schema", "types"): ("__Type", lambda schema, _: schema.type_map.values()),
-    ("__Schema", "directives"): ("__Directive", lambda schema, _: schema.directives),
-    ("__Schema", "queryType"): ("__Type", lambda schema, _: [schema.query_type]),
-    ("__Schema", "mutationType"): ("__Type", lambda schema, _: [schema.mutation_type]),
-    ("__Schema", "subscriptionType"): ("__Type", lambda schema, _: [schema.subscription_type]),
-    ("__Type", "ofType"): ("__Type", lambda _, value: [getattr(value, "of_type", None)]),
-    ("__Type", "fields"): (
-        "__Field",
-        lambda _, value: value.fields.values() if _has_fields(value) else (),
-    ),
-    ("__Type", "interfaces"): (
-        "__Type",
-        lambda _, value: value.interfaces if _has_fields(value) else (),
-    ),
+    ("__Schema", "types"): ("__Type", lambda s, v: s.type_map.values()),
+    ("__Schema", "directives"): ("__Directive", lambda s, v: s.directives),
+    ("__Schema", "queryType"): ("__Type", lambda s, v: [s.query_type]),
+    ("__Schema", "mutationType"): ("__Type", lambda s, v: [s.mutation_type]),
+    ("__Schema", "subscriptionType"): ("__Type", lambda s, v: [s.subscription_type]),
+    ("__Type", "ofType"): ("__Type", lambda s, v: [getattr(v, "of_type", None)]),
+    ("__Type", "fields"): ("__Field", lambda s, v: v.fields.values() if _has_fields(v) else ()),
+    ("__Type", "interfaces"): ("__Type", lambda s, v: v.interfaces if _has_fields(v) else ()),
     ("__Type", "possibleTypes"): (
         "__Type",
-        lambda schema, value: schema.get_possible_types(value) if is_abstract_type(value) else (),
+        lambda s, v: s.get_possible_types(v) if is_abstract_type(v) else (),
     ),
     ("__Type", "enumValues"): (
         "__EnumValue",
-        lambda _, value: value.values.values() if is_enum_type(value) else (),
+        lambda s, v: v.values.values() if is_enum_type(v) else (),
     ),
     ("__Type", "inputFields"): (
         "__InputValue",
-        lambda _, value: value.fields.values() if is_input_object_type(value) else (),
+        lambda s, v: v.fields.values() if is_input_object_type(v) else (),
     ),
-    ("__Field", "type"): ("__Type", lambda _, value: [value.type]),
-    ("__InputValue", "type"): ("__Type", lambda _, value: [value.type]),
-    ("__Field", "args"): ("__InputValue", lambda _, value: value.args.values()),
-    ("__Directive", "args"): ("__InputValue", lambda _, value: value.args.values()),
+    ("__Field", "type"): ("__Type", lambda s, v: [v.type]),
+    ("__InputValue", "type"): ("__Type", lambda s, v: [v.type]),
+    ("__Field", "args"): ("__InputValue", lambda s, v: v.args.values()),
+    ("__Directive", "args"): ("__InputValue", lambda s, v: v.args.values()),
 }
 
 
