@@ -7,12 +7,7 @@ from collections import defaultdict
 
 def path_key(path) -> tuple:
     """A response path without list indices: ('people', 'friends') for people[3].friends."""
-    keys = []
-    while path is not None:
-        if isinstance(path.key, str):
-            keys.append(path.key)
-        path = path.prev
-    return tuple(reversed(keys))
+    return tuple(key for key in path.as_list() if isinstance(key, str))
 
 
 class Batches:

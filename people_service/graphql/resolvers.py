@@ -42,32 +42,19 @@ class Context(NamedTuple):
     batches: Batches
 
 
-def needs(scope: str):
-    """A root field that needs a scope: without it, a FORBIDDEN field error."""
+def guarded(root, field: str, scope: str):
+    """Binds a root field that needs `scope`: without it, a FORBIDDEN field error. graphql-core
+    runs mutation fields one after another, so answers loaded before one are dropped first."""
 
     def decorate(resolver):
+        @root.field(field)
         @wraps(resolver)
-        def wrapper(obj, info, **kwargs):
+        def wrapper(_, info, **kwargs):
             if scope not in info.context.caller.scopes:
                 raise Forbidden(f"This needs the scope '{scope}'.")
-            return resolver(obj, info, **kwargs)
-
-        return wrapper
-
-    return decorate
-
-
-def writes(field: str):
-    """A mutation field: it needs `write`. graphql-core runs mutation fields one after another,
-    so answers loaded for an earlier one are dropped before this one writes."""
-
-    def decorate(resolver):
-        @mutation.field(field)
-        @needs("write")
-        @wraps(resolver)
-        def wrapper(obj, info, **kwargs):
-            info.context.batches.forget()
-            return resolver(info.context, **kwargs)
+            if root is mutation:
+                info.context.batches.forget()
+            return resolver(info, **kwargs)
 
         return wrapper
 
@@ -76,27 +63,24 @@ def writes(field: str):
 
 # A root field returning one object needs no registering with the batches: a field of it
 # loads for that object alone either way.
-@query.field("person")
-@needs("read")
-def resolve_person(_, info, id=None, name=None):
+@guarded(query, "person", "read")
+def resolve_person(info, id=None, name=None):
     if (id is None) == (name is None):
         raise InvalidArgument("Give exactly one of the arguments id and name.")
     store = info.context.store
     return service.get_person(store, id) if id is not None else service.find_person(store, name)
 
 
-@query.field("people")
-@needs("read")
-def resolve_people(_, info, **args):
+@guarded(query, "people", "read")
+def resolve_people(info, **args):
     # name, city, country, min_age, max_age, sort, limit and offset, checked by the service
     found = service.people_details(info.context.store, **args)
     info.context.batches.register(info.path, found)
     return found
 
 
-@query.field("message")
-@needs("read")
-def resolve_message(_, info, id):
+@guarded(query, "message", "read")
+def resolve_message(info, id):
     return service.get_message(info.context.store, info.context.caller.viewer, id)
 
 
@@ -126,34 +110,34 @@ def resolve_message_person(obj, info):
     return info.context.batches.load(info, obj, "person", itemgetter("person_id"), fetch)
 
 
-@writes("createPerson")
-def resolve_create_person(ctx, input):
-    return service.create_person(ctx.store, input)[0]
+@guarded(mutation, "createPerson", "write")
+def resolve_create_person(info, input):
+    return service.create_person(info.context.store, input)[0]
 
 
-@writes("updatePerson")
-def resolve_update_person(ctx, id, input):
-    return service.update_person(ctx.store, id, input)
+@guarded(mutation, "updatePerson", "write")
+def resolve_update_person(info, id, input):
+    return service.update_person(info.context.store, id, input)
 
 
-@writes("deletePerson")
-def resolve_delete_person(ctx, id):
-    service.delete_person(ctx.store, id)
+@guarded(mutation, "deletePerson", "write")
+def resolve_delete_person(info, id):
+    service.delete_person(info.context.store, id)
     return id
 
 
-@writes("addFriend")
-def resolve_add_friend(ctx, id, friend_id):
-    return service.add_friend(ctx.store, id, friend_id)
+@guarded(mutation, "addFriend", "write")
+def resolve_add_friend(info, id, friend_id):
+    return service.add_friend(info.context.store, id, friend_id)
 
 
-@writes("removeFriend")
-def resolve_remove_friend(ctx, id, friend_id):
-    return service.remove_friend(ctx.store, id, friend_id)
+@guarded(mutation, "removeFriend", "write")
+def resolve_remove_friend(info, id, friend_id):
+    return service.remove_friend(info.context.store, id, friend_id)
 
 
-@writes("sendMessage")
-def resolve_send_message(ctx, person_id, content):
+@guarded(mutation, "sendMessage", "write")
+def resolve_send_message(info, person_id, content):
     return service.send_message(
-        ctx.store, ctx.caller.viewer, {"person_id": person_id, "content": content}
+        info.context.store, info.context.caller.viewer, {"person_id": person_id, "content": content}
     )
