@@ -285,11 +285,13 @@ class Meter:
 
 
 def limits_of(
-    schema, document, values, operation_name, *, max_depth, max_aliases, max_cost, budget
+    schema, document, values, operation_name, config, budget
 ) -> tuple[tuple[GraphQLError, ...], int]:
-    """(errors, price): the limits a document breaks (each reported once) and what its running
-    operation is charged (0 when nothing runs). Depth and aliases hold for every operation,
-    cost for the one that runs; `budget` is the caller's (smallest window, limit as written)."""
+    """(errors, price): the limits of `config` a document breaks (each reported once) and what
+    its running operation is charged (0 when nothing runs). Depth and aliases hold for every
+    operation, cost for the one that runs; `budget` is the caller's (smallest window, limit)."""
+    max_depth, max_aliases = config["GRAPHQL_MAX_DEPTH"], config["GRAPHQL_MAX_ALIASES"]
+    max_cost = config["GRAPHQL_MAX_COST"]
     meter = Meter(schema, document, values, operation_name)
     errors: dict[str, TooComplex] = {}
     price = 0

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 from flask import Blueprint, current_app, g, request
 from graphql import GraphQLError, OperationType, get_operation_ast, specified_rules, validate
-from graphql.execution import get_variable_values
 from graphql.validation.validate import ValidationAbortedError
 from werkzeug.wrappers import Response
 
@@ -109,35 +106,6 @@ def _read_request() -> dict:
     return data
 
 
-def check_limits(document, data: dict, values) -> tuple[tuple, int]:
-    """(errors, cost) of the request's document against every limit, for its coerced variables
-    (None when they did not coerce)."""
-    config = current_app.config
-    limits = {
-        "max_depth": config["GRAPHQL_MAX_DEPTH"],
-        "max_aliases": config["GRAPHQL_MAX_ALIASES"],
-        "max_cost": config["GRAPHQL_MAX_COST"],
-        "budget": ratelimit.budget(),
-    }
-    name = data.get("operationName")
-    if data.get("variables") or not parsing.cacheable(data["query"]):
-        return limits_of(executable_schema(), document, values, name, **limits)
-    # the usual GET: the same text, operation and limits always measure the same
-    return _limits_cached(data["query"], name, values is not None, **limits)
-
-
-@lru_cache(maxsize=512)
-def _limits_cached(text: str, operation_name, coerced: bool, **limits) -> tuple[tuple, int]:
-    schema = executable_schema()
-    document = parsing.parse_document(text)
-    values = None
-    operation = get_operation_ast(document, operation_name)
-    if coerced and operation is not None:
-        # no variables were sent: these are the operation's own defaults
-        values = get_variable_values(schema, operation.variable_definitions or (), {})
-    return limits_of(schema, document, values, operation_name, **limits)
-
-
 @parsing.by_text
 def validated(text: str, introspection: bool) -> tuple:
     """The specification's validation errors of a text; with introspection off, without
@@ -194,7 +162,14 @@ def _prepare(data: dict) -> tuple:
         hide_suggestions=not current_app.config["INTROSPECTION"],
     )
     values = None if isinstance(executor, list) else executor.variable_values
-    errors, cost = check_limits(document, data, values)
+    errors, cost = limits_of(
+        executable_schema(),
+        document,
+        values,
+        data.get("operationName"),
+        current_app.config,
+        ratelimit.budget(),
+    )
     if errors:
         return None, None, errors, None
     errors = validated(data["query"], current_app.config["INTROSPECTION"])
