@@ -33,8 +33,7 @@ class Batches:
         self._objects[path_key(path)].extend(objects)
 
     def load(self, info, obj: dict, field: str, key_of, fetch):
-        """The value of `field` (its name and arguments) for `obj`; `fetch(keys) -> {key:
-        value}` gets many at once."""
+        """`field` (name and arguments) of `obj`; `fetch(keys) -> {key: value}` loads many."""
         here, key = path_key(info.path), key_of(obj)
         answers = self._answers.setdefault(field, {})
         covered = self._covered.setdefault((here, field), set())

@@ -102,13 +102,10 @@ def introspective(operation) -> bool:
 class Meter:
     """Depth, aliases and cost of a document's operations, for one request's coerced variables.
 
-    Fragments are measured once however often they are spread, and counts saturate at CEILING,
-    so each walk is linear in the document. Depth counts levels of fields other than
-    introspection's (MaxIntrospectionDepthRule bounds those). Cost counts the objects that can
-    come back with the values that will run (schema defaults, variables, @skip/@include): a list
-    multiplies its selection by its `limit`, a root field counts at least 1, and introspection
-    counts what the schema holds.
-    """
+    Fragments are measured once and counts saturate at CEILING: each walk is linear. Depth skips
+    introspection fields (MaxIntrospectionDepthRule bounds those). Cost counts the objects that
+    can come back with the values that will run: a list multiplies its selection by its `limit`,
+    a root field counts at least 1, introspection counts what the schema holds."""
 
     def __init__(self, schema, document, values, operation_name):
         self.schema = schema
@@ -250,8 +247,7 @@ class Meter:
         return min(limit, CEILING) if low <= limit <= high else 0
 
     def _introspect(self, node, kind: str, value, nesting: int) -> int:
-        """The objects a selection on one schema element (of introspection type `kind`)
-        returns, counted from the schema."""
+        """The objects a selection on `value` (of introspection type `kind`) returns."""
         if nesting > MAX_NESTING:
             raise TooDeep
         key = (id(node.selection_set), kind, id(value))

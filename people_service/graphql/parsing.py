@@ -44,17 +44,13 @@ def with_code(error: GraphQLError, code: str) -> GraphQLError:
     )
 
 
-def cacheable(text: str) -> bool:
-    return len(text) <= CACHED_TEXT_BYTES
-
-
 def by_text(function):
     """`function(text, ...)`, its results kept for short texts (a bounded LRU cache)."""
     cached = lru_cache(maxsize=512)(function)
 
     @wraps(function)
     def call(text: str, *args):
-        return (cached if cacheable(text) else function)(text, *args)
+        return (cached if len(text) <= CACHED_TEXT_BYTES else function)(text, *args)
 
     call.cache_info = cached.cache_info
     return call

@@ -19,11 +19,8 @@ NOT_FOUND = {
 
 
 def digest_of(data: dict) -> str | None:
-    """The SHA-256 (hex) of an automatic persisted query's request, None for other requests.
-
-    Raises BadRequest for another protocol version, a malformed hash, or a query whose hash
-    is not the one given.
-    """
+    """The SHA-256 (hex) of an automatic persisted query's request, None for other requests;
+    raises BadRequest for another version, a malformed hash, or one not of the query."""
     persisted = (data.get("extensions") or {}).get("persistedQuery")
     if persisted is None:
         return None

@@ -66,15 +66,9 @@ def request_data() -> dict:
 
 def _read_request() -> dict:
     if reads_url():
-        args = request.args
-        variables = args.get("variables")
-        extensions = args.get("extensions")
-        data = {
-            "query": args.get("query"),
-            "operationName": args.get("operationName") or None,
-            "variables": parse_json(variables) if variables else None,
-            "extensions": parse_json(extensions) if extensions else None,
-        }
+        data = {key: request.args.get(key) for key in ("query", "operationName")}
+        for key in ("variables", "extensions"):  # JSON texts
+            data[key] = parse_json(request.args[key]) if request.args.get(key) else None
     elif request.mimetype == "application/graphql":
         if request.mimetype_params.get("charset", "utf-8").lower() not in ("utf-8", "utf8"):
             raise UnsupportedMediaType("application/graphql bodies must be UTF-8.")
@@ -127,10 +121,8 @@ def validated(text: str, introspection: bool) -> tuple:
 
 
 def prepare(data: dict) -> tuple:
-    """(document, executor, request errors, cost) of a request, measured once: parse, the size
-    of the variables, their coercion (once), the limits (linear in the document), then the
-    specification's validation. The cost is None for a query refused before it runs as too
-    complex: it costs nothing (rate limits count such refusals on their own)."""
+    """(document, executor, request errors, cost) of a request, once: parse, variables' size and
+    coercion, limits, validation. The cost is None for a query refused as too complex."""
     if "graphql_prepared" not in g:
         g.graphql_prepared = _prepare(data)
     return g.graphql_prepared
@@ -139,6 +131,7 @@ def prepare(data: dict) -> tuple:
 def _prepare(data: dict) -> tuple:
     if data["query"] is None:  # a persisted query's hash this service does not know
         return None, None, (), 1
+    schema, config, name = executable_schema(), current_app.config, data.get("operationName")
     try:
         document = parsing.parse_document(data["query"])
         parsing.check_variables(data.get("variables"))
@@ -147,32 +140,25 @@ def _prepare(data: dict) -> tuple:
     except GraphQLError as error:
         return None, None, [error], 1
     if reads_url():
-        operation = get_operation_ast(document, data.get("operationName"))
+        operation = get_operation_ast(document, name)
         if operation is not None and operation.operation != OperationType.QUERY:
             raise with_headers(
                 MethodNotAllowed("Mutations must be sent with POST."), {"Allow": "POST"}
             )
     executor = LeafExecutor.build(
-        executable_schema(),
+        schema,
         document,
         context_value=Context(get_store(), authenticate(), Batches()),
         raw_variable_values=data.get("variables") or {},
-        operation_name=data.get("operationName"),
+        operation_name=name,
         max_coercion_errors=parsing.COERCION_ERRORS,
-        hide_suggestions=not current_app.config["INTROSPECTION"],
+        hide_suggestions=not config["INTROSPECTION"],
     )
     values = None if isinstance(executor, list) else executor.variable_values
-    errors, cost = limits_of(
-        executable_schema(),
-        document,
-        values,
-        data.get("operationName"),
-        current_app.config,
-        ratelimit.budget(),
-    )
+    errors, cost = limits_of(schema, document, values, name, config, ratelimit.budget())
     if errors:
         return None, None, errors, None
-    errors = validated(data["query"], current_app.config["INTROSPECTION"])
+    errors = validated(data["query"], config["INTROSPECTION"])
     if errors:
         # measured before it was validated, an invalid document pays its estimate: documents
         # made to be expensive to validate cannot be sent for 1 each
