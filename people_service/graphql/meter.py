@@ -117,9 +117,16 @@ class Meter:
         self.running = get_operation_ast(document, operation_name)  # None: nothing will run
         self.values = values  # None: the variables did not coerce, nothing will run
         self._roots = {schema.query_type, schema.mutation_type} - {None}
-        self._shapes: dict = {}
-        self._costs: dict = {}
+        self._measured: dict = {}  # fragments' measures
         self._introspection: dict = {}
+
+    def _once(self, key, empty, measure, *args):
+        """`measure(*args)`, once per key; `empty` while it is measured (a fragment cycle)."""
+        found = self._measured.get(key)
+        if found is None:
+            self._measured[key] = _BUSY
+            found = self._measured[key] = measure(*args)
+        return empty if found is _BUSY else found
 
     def shape(self, selection_set, running: bool, introspective=False, nesting=0) -> tuple:
         """(depth, aliases) of a selection; raises TooDeep past MAX_NESTING."""
@@ -139,16 +146,12 @@ class Meter:
                 continue
             if isinstance(node, InlineFragmentNode):
                 found = self.shape(node.selection_set, running, introspective, nesting + 1)
+            elif (fragment := self.fragments.get(node.name.value)) is None:
+                found = (0, 0)
             else:
-                key = (node.name.value, running, introspective)
-                found = self._shapes.get(key)
-                fragment = self.fragments.get(node.name.value)
-                if fragment is None or found is _BUSY:
-                    found = (0, 0)
-                elif found is None:
-                    self._shapes[key] = _BUSY
-                    found = self.shape(fragment.selection_set, running, introspective, nesting + 1)
-                    self._shapes[key] = found
+                key = (fragment.name.value, running, introspective)
+                args = (fragment.selection_set, running, introspective, nesting + 1)
+                found = self._once(key, (0, 0), self.shape, *args)
             depth = max(depth, found[0])
             aliases += found[1]
         return depth, min(aliases, CEILING)
@@ -182,16 +185,11 @@ class Meter:
             elif isinstance(node, InlineFragmentNode):
                 kind = self._condition(node.type_condition, parent)
                 cost = self.cost(node.selection_set, kind, nesting + 1)
+            elif (fragment := self.fragments.get(node.name.value)) is None:
+                cost = 0
             else:
-                fragment = self.fragments.get(node.name.value)
-                cost = self._costs.get(node.name.value)
-                if fragment is None or cost is _BUSY:
-                    cost = 0
-                elif cost is None:
-                    self._costs[node.name.value] = _BUSY
-                    kind = self._condition(fragment.type_condition, None)
-                    cost = self.cost(fragment.selection_set, kind, nesting + 1)
-                    self._costs[node.name.value] = cost
+                args = (fragment.selection_set, self._condition(fragment.type_condition, None))
+                cost = self._once(fragment.name.value, 0, self.cost, *args, nesting + 1)
             total += cost
             if total >= CEILING:
                 return CEILING

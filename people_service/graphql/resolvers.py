@@ -1,12 +1,21 @@
-"""GraphQL resolvers: thin calls into the service layer, batched per level of the query."""
+"""The executable GraphQL schema: schema.graphql bound to resolvers that call the service layer,
+batched per level of the query."""
 
 from __future__ import annotations
 
-from functools import partial, wraps
+from functools import cache, partial, wraps
 from operator import itemgetter
+from pathlib import Path
 from typing import NamedTuple
 
-from ariadne import EnumType, MutationType, ObjectType, QueryType
+from ariadne import (
+    EnumType,
+    MutationType,
+    ObjectType,
+    QueryType,
+    load_schema_from_path,
+    make_executable_schema,
+)
 
 from .. import service
 from ..errors import Forbidden, InvalidArgument
@@ -30,7 +39,8 @@ person_sort = EnumType(
         "AGE_DESC": "-age",
     },
 )
-bindables = [query, mutation, person, message, person_sort]
+# The SDL lives at the repository root; the package holds a link to it so installs find it too.
+SCHEMA_PATH = Path(__file__).with_name("schema.graphql")
 _ID = itemgetter("id")
 
 
@@ -141,3 +151,15 @@ def resolve_send_message(info, person_id, content):
     return service.send_message(
         info.context.store, info.context.caller.viewer, {"person_id": person_id, "content": content}
     )
+
+
+@cache
+def sdl() -> str:
+    """The schema's SDL text, as written."""
+    return load_schema_from_path(str(SCHEMA_PATH))
+
+
+@cache
+def executable_schema():
+    bindables = [query, mutation, person, message, person_sort]
+    return make_executable_schema(sdl(), *bindables, convert_names_case=True)

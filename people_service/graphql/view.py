@@ -26,8 +26,7 @@ from .executor import LeafExecutor
 from .explorer import explorer_response
 from .formatting import format_error, request_errors
 from .meter import NoIntrospection, introspective, limits_of
-from .resolvers import Context
-from .schema import executable_schema, sdl
+from .resolvers import Context, executable_schema, sdl
 
 bp = Blueprint("graphql", __name__)
 
@@ -266,8 +265,5 @@ def graphql_error(error):
     entry = {"message": detail, "extensions": {"code": code}}
     if field_errors:
         entry["extensions"]["errors"] = field_errors
-    try:
-        media = response_type()
-    except NotAcceptable:
-        media = JSON
+    media = negotiate((JSON, GRAPHQL_RESPONSE)) or JSON  # JSON also for a 406
     return graphql_response({"errors": [entry]}, status, media, headers)
