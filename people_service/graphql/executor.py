@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from graphql import GraphQLNonNull, GraphQLObjectType, is_leaf_type
+from graphql import GraphQLNonNull, GraphQLObjectType, get_nullable_type, is_leaf_type
 from graphql.execution.executor import Executor
 
 _SLOW = object()
@@ -19,8 +19,7 @@ class LeafExecutor(Executor):
         self, return_type, field_details_list, info, path, result, position_context
     ):
         # a list of such objects (friends, people) is built in one loop, item by item
-        item_type = return_type.of_type
-        named = item_type.of_type if isinstance(item_type, GraphQLNonNull) else item_type
+        named = get_nullable_type(return_type.of_type)
         if (
             type(result) is list
             and isinstance(named, GraphQLObjectType)
@@ -86,22 +85,17 @@ class LeafExecutor(Executor):
                 return plan
         plan = []
         for response_name, details in grouped_field_set.items():
-            node = details[0].node
-            field_name = node.name.value
+            field_name = details[0].node.name.value
             definition = parent_type.fields.get(field_name)
+            named = None if definition is None else get_nullable_type(definition.type)
             if (
-                definition is None
+                not is_leaf_type(named)
                 or definition.resolve is not None
                 or any(detail.node.arguments or detail.defer_usage for detail in details)
             ):
                 plan = None
                 break
-            field_type = definition.type
-            non_null = isinstance(field_type, GraphQLNonNull)
-            named = field_type.of_type if non_null else field_type
-            if not is_leaf_type(named):
-                plan = None
-                break
+            non_null = isinstance(definition.type, GraphQLNonNull)
             plan.append((response_name, field_name, named.serialize, non_null))
         if len(plans) < 4096:
             plans[key] = plan

@@ -26,7 +26,7 @@ VALIDATION_ERRORS = 10
 COERCION_ERRORS = 10
 # Values (at any depth) in one request's variables, counted before they are coerced.
 MAX_VARIABLE_VALUES = 1000
-# Texts up to this size are kept parsed, measured and validated: 512 texts of 100 KiB each
+# Texts up to this size are kept parsed and validated: 512 texts of 100 KiB each
 # would let one key grow a process by 100 MiB.
 CACHED_TEXT_BYTES = 8 * 1024
 

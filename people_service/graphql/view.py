@@ -164,7 +164,9 @@ def _prepare(data: dict) -> tuple:
         too_complex = isinstance(errors[0], parsing.TooComplex)
         return None, None, errors, None if too_complex else max(1, cost)
     if isinstance(executor, list):
-        return document, executor, (), 1
+        # no such operation (a bad request), or variables that do not fit (bad user input)
+        code = "BAD_USER_INPUT" if get_operation_ast(document, name) is not None else "BAD_REQUEST"
+        return document, None, [parsing.with_code(error, code) for error in executor], 1
     answers = introspection_answers(data, executor)
     if answers is not None and (data["query"], data.get("operationName")) in answers:
         cost = 1  # the kept answer is reused
@@ -188,16 +190,11 @@ def rate_limit_cost() -> int | None:
 def execute(data: dict) -> tuple[dict, bool]:
     """Run a prepared GraphQL request; returns the result and whether it was a request error."""
     document, executor, errors, cost = prepare(data)
-    if errors:
-        return request_errors(errors), True
-    persist = g.get("graphql_persist")
+    persist = g.get("graphql_persist") if document is not None else None  # a valid document
     if persist and len(data["query"].encode("utf-8", "surrogatepass")) <= persisted.MAX_BYTES:
         get_store().put_persisted(persist, data["query"], persisted.KEEP)
-    if isinstance(executor, list):
-        # no such operation (a bad request), or variables that do not fit (bad user input)
-        found = get_operation_ast(document, data.get("operationName")) is not None
-        code = "BAD_USER_INPUT" if found else "BAD_REQUEST"
-        return request_errors(parsing.with_code(error, code) for error in executor), True
+    if errors:
+        return request_errors(errors), True
     operation = executor.operation  # counted by web.metrics once answered
     name = operation.name.value if operation.name else None
     g.graphql_operation = (name, operation.operation.value, cost)
