@@ -11,12 +11,8 @@ def path_key(path) -> tuple:
 
 
 class Batches:
-    """Loads a field for every object at the same response path (aliases and all) in one call.
-
-    Answers are kept per field and arguments for the whole request, so an alias or a fragment
-    spread twice asks once. A batch holds only the objects at the path that asked: a sibling
-    `people(limit: 1000)` does not make `person(id: "1") { friends }` load a thousand people's.
-    """
+    """Loads a field for every object at one response path in one call, once per request (an
+    alias or a fragment spread twice asks once); never for objects at other paths."""
 
     def __init__(self):
         self._objects: dict[tuple, list[dict]] = defaultdict(list)
@@ -39,7 +35,6 @@ class Batches:
         covered = self._covered.setdefault((here, field), set())
         if key in answers and key in covered:
             return answers[key]
-        # every object at the parent's path resolves this field here
         keys = {key_of(other) for other in self._objects.get(here[:-1], ())} | {key}
         if key not in answers:
             wanted = sorted(keys - answers.keys(), key=int)

@@ -57,20 +57,15 @@ class LeafExecutor(Executor):
         result = {}
         for response_name, field_name, serialize, non_null in plan:
             value = source.get(field_name)
-            if value is None:
-                if non_null:
-                    return _SLOW
-                result[response_name] = None
-                continue
             if callable(value):
                 return _SLOW
             try:
-                serialized = serialize(value)
+                value = None if value is None else serialize(value)
             except Exception:
                 return _SLOW
-            if serialized is None and non_null:
+            if value is None and non_null:
                 return _SLOW
-            result[response_name] = serialized
+            result[response_name] = value
         return result
 
     def _plan(self, parent_type, grouped_field_set):

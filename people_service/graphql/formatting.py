@@ -15,8 +15,7 @@ log = logging.getLogger("people_service.graphql")
 
 
 def graphql_names(errors):
-    """Field messages keyed by the names GraphQL gives the fields (min_age: minAge), as the
-    service checks arguments and inputs under their Python names."""
+    """The service's field messages keyed by their GraphQL names (min_age: minAge)."""
     if isinstance(errors, dict):
         return {_camel(key): graphql_names(value) for key, value in errors.items()}
     if isinstance(errors, list):

@@ -52,9 +52,8 @@ def _has_fields(value) -> bool:
     return is_object_type(value) or is_interface_type(value)
 
 
-# What an introspection field of a schema element returns, as graphql-core's resolvers do
-# (deprecated entries included: an upper bound): (introspection type, elements of schema s and
-# element v).
+# (introspection type, elements of schema s and element v) an introspection field returns, as
+# graphql-core's resolvers do (deprecated entries included: an upper bound)
 _CHILDREN = {
     ("__Schema", "types"): ("__Type", lambda s, v: s.type_map.values()),
     ("__Schema", "directives"): ("__Directive", lambda s, v: s.directives),
@@ -100,12 +99,9 @@ def introspective(operation) -> bool:
 
 
 class Meter:
-    """Depth, aliases and cost of a document's operations, for one request's coerced variables.
-
-    Fragments are measured once and counts saturate at CEILING: each walk is linear. Depth skips
-    introspection fields (MaxIntrospectionDepthRule bounds those). Cost counts the objects that
-    can come back with the values that will run: a list multiplies its selection by its `limit`,
-    a root field counts at least 1, introspection counts what the schema holds."""
+    """Depth, aliases and cost of a document's operations, each walk linear (fragments measured
+    once, counts saturated). Depth skips introspection fields (MaxIntrospectionDepthRule bounds
+    them); cost counts the objects that can come back with the values that will run."""
 
     def __init__(self, schema, document, values, operation_name):
         self.schema = schema
@@ -230,8 +226,6 @@ class Meter:
 
     def _list_size(self, parent, definition, node: FieldNode) -> int:
         """The `limit` the field runs with (given, a variable, the default); 0 when it fails."""
-        if "limit" not in definition.args:
-            return UNBOUNDED_LIST
         try:
             limit = get_argument_values(definition, node, self.values).get("limit")
         except GraphQLError:
@@ -281,9 +275,8 @@ class Meter:
 def limits_of(
     schema, document, values, operation_name, config, budget
 ) -> tuple[tuple[GraphQLError, ...], int]:
-    """(errors, price): the limits of `config` a document breaks (each reported once) and what
-    its running operation is charged (0 when nothing runs). Depth and aliases hold for every
-    operation, cost for the one that runs; `budget` is the caller's (smallest window, limit)."""
+    """(errors, price): the limits of `config` a document breaks, and what its running operation
+    is charged (0: nothing runs); `budget` is the caller's (smallest window, limit)."""
     max_depth, max_aliases = config["GRAPHQL_MAX_DEPTH"], config["GRAPHQL_MAX_ALIASES"]
     max_cost = config["GRAPHQL_MAX_COST"]
     meter = Meter(schema, document, values, operation_name)

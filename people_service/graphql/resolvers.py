@@ -26,8 +26,7 @@ query = QueryType()
 mutation = MutationType()
 person = ObjectType("Person")
 message = ObjectType("Message")
-# PersonSort values arrive as the service's sort items ("-name"), so REST and GraphQL share
-# one rule and its messages
+# PersonSort values arrive as the service's sort items ("-name"): REST and GraphQL share rules
 person_sort = EnumType(
     "PersonSort",
     {

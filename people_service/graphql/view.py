@@ -50,8 +50,7 @@ def reads_url() -> bool:
 
 
 def request_data() -> dict:
-    """The GraphQL request (query, variables, operationName) of this HTTP request, once; a
-    persisted query's document looked up by its hash (None: not stored)."""
+    """The GraphQL request of this HTTP request, once (a persisted query's text None if unknown)."""
     if "graphql_request" not in g:
         data = _read_request()
         digest = persisted.digest_of(data)
@@ -82,11 +81,9 @@ def _read_request() -> dict:
         raise UnsupportedMediaType(
             f"POST {JSON} (or application/graphql) to /graphql, not '{request.mimetype}'."
         )
-    query = data.get("query")
-    persisted = query is None and isinstance(data.get("extensions"), dict)
-    if not (persisted and "persistedQuery" in data["extensions"]) and (
-        not isinstance(query, str) or not query.strip()
-    ):
+    query, extensions = data.get("query"), data.get("extensions")
+    by_hash = query is None and isinstance(extensions, dict) and "persistedQuery" in extensions
+    if not by_hash and (not isinstance(query, str) or not query.strip()):
         raise BadRequest("The request needs a 'query' string.")
     if data.get("variables") is not None and not isinstance(data["variables"], dict):
         raise BadRequest("'variables' must be a JSON object.")
@@ -174,8 +171,7 @@ def _prepare(data: dict) -> tuple:
 
 
 def introspection_answers(data: dict, executor) -> dict | None:
-    """The kept answers of introspection queries (the same for everyone), for this request's
-    operation if it is one; None otherwise."""
+    """The app's kept introspection answers, if this request's operation is one; else None."""
     if data.get("variables") or not introspective(executor.operation):
         return None
     return services().introspection
@@ -230,11 +226,10 @@ def graphql_endpoint():
         # HTTP 200: Apollo's clients answer it by sending the query with its hash
         return graphql_response(persisted.NOT_FOUND, 200, media)
     result, request_error = execute(data)
+    status = 400 if request_error and media == GRAPHQL_RESPONSE else 200
     if request.args.get("unwrap") == "1" and reads_url() and "errors" not in result:
-        response = graphql_response(result["data"], 200, media)
-    else:
-        status = 400 if request_error and media == GRAPHQL_RESPONSE else 200
-        response = graphql_response(result, status, media)
+        result = result["data"]  # a request error has errors: this is a 200
+    response = graphql_response(result, status, media)
     if reads_url() and "persistedQuery" in (data.get("extensions") or {}):
         # a persisted GET is short and cacheable: an ETag, and 304 for a client that has it
         response.add_etag()
