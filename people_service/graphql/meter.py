@@ -82,10 +82,6 @@ _CHILDREN = {
 }
 
 
-class TooDeep(Exception):
-    """A walk reached MAX_NESTING."""
-
-
 def figure(value: int) -> str:
     return str(value) if value < CEILING else f"more than {CEILING - 1}"
 
@@ -125,9 +121,9 @@ class Meter:
         return empty if found is _BUSY else found
 
     def shape(self, selection_set, running: bool, introspective=False, nesting=0) -> tuple:
-        """(depth, aliases) of a selection; raises TooDeep past MAX_NESTING."""
+        """(depth, aliases) of a selection; raises TooComplex past MAX_NESTING."""
         if nesting > MAX_NESTING:
-            raise TooDeep
+            raise TooComplex(NESTED_TOO_DEEPLY)
         depth = aliases = 0
         for node in selection_set.selections:
             if self._skipped(node, running):
@@ -167,9 +163,9 @@ class Meter:
             return False  # undecidable before it runs (another operation's variable): it counts
 
     def cost(self, selection_set, parent, nesting=0) -> int:
-        """What a selection of the running operation can return; raises TooDeep."""
+        """What a selection of the running operation can return; raises TooComplex if too deep."""
         if nesting > MAX_NESTING:
-            raise TooDeep
+            raise TooComplex(NESTED_TOO_DEEPLY)
         total = 0
         for node in selection_set.selections:
             if self._skipped(node, True):
@@ -241,7 +237,7 @@ class Meter:
     def _introspect(self, node, kind: str, value, nesting: int) -> int:
         """The objects a selection on `value` (of introspection type `kind`) returns."""
         if nesting > MAX_NESTING:
-            raise TooDeep
+            raise TooComplex(NESTED_TOO_DEEPLY)
         key = (id(node.selection_set), kind, id(value))
         found = self._introspection.get(key)
         if found is not None:
@@ -312,8 +308,8 @@ def limits_of(
                     "use a key with a larger limit."
                 )
                 errors["cost"] = TooComplex(message, node)
-    except TooDeep:
-        return (TooComplex(NESTED_TOO_DEEPLY),), 0
+    except TooComplex as error:  # nested past MAX_NESTING
+        return (error,), 0
     return tuple(errors.values()), 0 if errors else price
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
+import re
+
 from flask import Blueprint, current_app, g, request
 from graphql import GraphQLError, OperationType, get_operation_ast, specified_rules, validate
 from graphql.validation.validate import ValidationAbortedError
@@ -20,7 +23,7 @@ from ..web.caller import authenticate
 from ..web.jsonio import dump_json, json_body, parse_json
 from ..web.negotiation import HTML, negotiate
 from ..web.problems import error_parts, graphql_code, with_headers
-from . import parsing, persisted
+from . import parsing
 from .batch import Batches
 from .executor import LeafExecutor
 from .explorer import explorer_response
@@ -34,6 +37,16 @@ GRAPHQL_RESPONSE = "application/graphql-response+json"
 # Introspection answers kept per app (the explorers send one or two distinct queries).
 INTROSPECTION_ANSWERS = 32
 JSON = "application/json"
+# Automatic persisted queries (Apollo's protocol): how many documents the store keeps, and
+# the largest it keeps.
+PERSISTED_KEEP = 1000
+PERSISTED_MAX_BYTES = 32 * 1024
+SHA256 = re.compile(r"[0-9a-f]{64}")
+PERSISTED_NOT_FOUND = {
+    "errors": [
+        {"message": "PersistedQueryNotFound", "extensions": {"code": "PERSISTED_QUERY_NOT_FOUND"}}
+    ]
+}
 
 
 def response_type() -> str:
@@ -53,13 +66,33 @@ def request_data() -> dict:
     """The GraphQL request of this HTTP request, once (a persisted query's text None if unknown)."""
     if "graphql_request" not in g:
         data = _read_request()
-        digest = persisted.digest_of(data)
+        digest = persisted_digest(data)
         if digest is not None and data.get("query") is None:
             data["query"] = get_store().get_persisted(digest)
         elif digest is not None:
             g.graphql_persist = digest  # stored once the document proves valid
         g.graphql_request = data
     return g.graphql_request
+
+
+def persisted_digest(data: dict) -> str | None:
+    """The SHA-256 (hex) of an automatic persisted query's request, None for other requests;
+    raises BadRequest for another version, a malformed hash, or one not of the query."""
+    persisted = (data.get("extensions") or {}).get("persistedQuery")
+    if persisted is None:
+        return None
+    if not isinstance(persisted, dict) or persisted.get("version") != 1:
+        raise BadRequest("Persisted queries: only version 1 is supported.")
+    digest = persisted.get("sha256Hash")
+    if not isinstance(digest, str) or not SHA256.fullmatch(digest):
+        raise BadRequest("'sha256Hash' must be a SHA-256 in 64 lowercase hex digits.")
+    query = data.get("query")
+    if (
+        query is not None
+        and hashlib.sha256(query.encode("utf-8", "surrogatepass")).hexdigest() != digest
+    ):
+        raise BadRequest("'sha256Hash' is not the SHA-256 of the query.")
+    return digest
 
 
 def _read_request() -> dict:
@@ -187,8 +220,8 @@ def execute(data: dict) -> tuple[dict, bool]:
     """Run a prepared GraphQL request; returns the result and whether it was a request error."""
     document, executor, errors, cost = prepare(data)
     persist = g.get("graphql_persist") if document is not None else None  # a valid document
-    if persist and len(data["query"].encode("utf-8", "surrogatepass")) <= persisted.MAX_BYTES:
-        get_store().put_persisted(persist, data["query"], persisted.KEEP)
+    if persist and len(data["query"].encode("utf-8", "surrogatepass")) <= PERSISTED_MAX_BYTES:
+        get_store().put_persisted(persist, data["query"], PERSISTED_KEEP)
     if errors:
         return request_errors(errors), True
     operation = executor.operation  # counted by web.metrics once answered
@@ -224,7 +257,7 @@ def graphql_endpoint():
     data = request_data()
     if data["query"] is None:
         # HTTP 200: Apollo's clients answer it by sending the query with its hash
-        return graphql_response(persisted.NOT_FOUND, 200, media)
+        return graphql_response(PERSISTED_NOT_FOUND, 200, media)
     result, request_error = execute(data)
     status = 400 if request_error and media == GRAPHQL_RESPONSE else 200
     if request.args.get("unwrap") == "1" and reads_url() and "errors" not in result:
