@@ -54,7 +54,3 @@ def format_error(error: GraphQLError) -> dict:
             extensions["code"] = "BAD_REQUEST" if error.path is None else "INTERNAL_SERVER_ERROR"
     formatted["extensions"] = extensions
     return formatted
-
-
-def request_errors(messages) -> dict:
-    return {"errors": [format_error(error) for error in messages]}

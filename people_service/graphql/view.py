@@ -27,7 +27,7 @@ from . import parsing
 from .batch import Batches
 from .executor import LeafExecutor
 from .explorer import explorer_response
-from .formatting import format_error, request_errors
+from .formatting import format_error
 from .meter import NoIntrospection, introspective, limits_of
 from .resolvers import Context, executable_schema, sdl
 
@@ -223,7 +223,7 @@ def execute(data: dict) -> tuple[dict, bool]:
     if persist and len(data["query"].encode("utf-8", "surrogatepass")) <= PERSISTED_MAX_BYTES:
         get_store().put_persisted(persist, data["query"], PERSISTED_KEEP)
     if errors:
-        return request_errors(errors), True
+        return {"errors": [format_error(error) for error in errors]}, True
     operation = executor.operation  # counted by web.metrics once answered
     name = operation.name.value if operation.name else None
     g.graphql_operation = (name, operation.operation.value, cost)
