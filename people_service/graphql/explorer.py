@@ -44,8 +44,7 @@ EXPLORERS = {"playground": _playground, "graphiql": _graphiql}
 
 
 def _relative(url: str) -> str:
-    """A URL of this server relative to the page (/graphql): the page holds no mount prefix,
-    so whatever prefix a request claims, the page cached for all stays right for all."""
+    """A URL relative to the page: the page, cached for all, holds no request's mount prefix."""
     if "//" in url:  # a CDN's
         return url
     return url.removeprefix(request.script_root).lstrip("/")

@@ -36,8 +36,7 @@ UNBOUNDED_LIST = 100
 # An operation of introspection fields alone reads the schema in memory, not the database: it
 # is charged this fraction of the objects it returns, so the explorers load at any limit.
 INTROSPECTION_DISCOUNT = 100
-# the `limit` each list field accepts: outside it the field fails before it loads anything,
-# so the meter counts nothing below it
+# the `limit` each list field accepts: outside it the field fails, and nothing below it counts
 LIST_LIMITS = {
     "Query.people": schemas.PEOPLE_LIMITS,
     "Person.friends": schemas.LIST_FIELD_LIMITS,

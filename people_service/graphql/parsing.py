@@ -11,8 +11,7 @@ from ..errors import QueryTooComplex
 
 MAX_QUERY_BYTES = 100 * 1024
 MAX_TOKENS = 2000
-# Field selections in one document: graphql-core's check that fields can be merged compares
-# them pairwise (the explorers' introspection queries select about 100).
+# Field selections in one document: graphql-core checks that fields can be merged pairwise.
 MAX_FIELDS = 400
 # Fields of one response name in one selection set, for the same pairwise check.
 MAX_SAME_NAME = 10
@@ -20,8 +19,7 @@ MAX_SAME_NAME = 10
 # per level, and fragments can nest without the parser's limit.
 MAX_NESTING = 100
 NESTED_TOO_DEEPLY = "The query is nested too deeply."
-# Errors reported by validation and by variable coercion: each of graphql-core's messages about
-# an input object prints the whole object, and a client fixes the first few anyway.
+# Errors reported by validation and by coercion: graphql-core's messages can print whole inputs.
 VALIDATION_ERRORS = 10
 COERCION_ERRORS = 10
 # Values (at any depth) in one request's variables, counted before they are coerced.

@@ -1,5 +1,4 @@
-"""The executable GraphQL schema: schema.graphql bound to resolvers that call the service layer,
-batched per level of the query."""
+"""The executable GraphQL schema: schema.graphql bound to resolvers calling the service layer."""
 
 from __future__ import annotations
 

@@ -1,10 +1,13 @@
-"""The /graphql endpoint, following the GraphQL-over-HTTP specification."""
+"""The /graphql endpoint, following the GraphQL-over-HTTP specification; its errors have
+extensions.code and no internals."""
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
 
+from ariadne import unwrap_graphql_error
 from flask import Blueprint, current_app, g, request
 from graphql import GraphQLError, OperationType, get_operation_ast, specified_rules, validate
 from graphql.validation.validate import ValidationAbortedError
@@ -18,20 +21,21 @@ from ..errors import (
     ServiceError,
     UnsupportedMediaType,
 )
+from ..schemas import sentence
 from ..web import get_store, ratelimit, services
 from ..web.caller import authenticate
 from ..web.jsonio import dump_json, json_body, parse_json
 from ..web.negotiation import HTML, negotiate
-from ..web.problems import error_parts, graphql_code, with_headers
+from ..web.problems import bounded_errors, error_parts, graphql_code, with_headers
 from . import parsing
 from .batch import Batches
 from .executor import LeafExecutor
 from .explorer import explorer_response
-from .formatting import format_error
 from .meter import NoIntrospection, introspective, limits_of
 from .resolvers import Context, executable_schema, sdl
 
 bp = Blueprint("graphql", __name__)
+log = logging.getLogger("people_service.graphql")
 
 GRAPHQL_RESPONSE = "application/graphql-response+json"
 # Introspection answers kept per app (the explorers send one or two distinct queries).
@@ -118,14 +122,11 @@ def _read_request() -> dict:
     by_hash = query is None and isinstance(extensions, dict) and "persistedQuery" in extensions
     if not by_hash and (not isinstance(query, str) or not query.strip()):
         raise BadRequest("The request needs a 'query' string.")
-    if data.get("variables") is not None and not isinstance(data["variables"], dict):
-        raise BadRequest("'variables' must be a JSON object.")
-    if data.get("operationName") is not None and not isinstance(data["operationName"], str):
-        raise BadRequest("'operationName' must be a string.")
+    for key, kind in (("variables", dict), ("operationName", str), ("extensions", dict)):
+        if data.get(key) is not None and not isinstance(data[key], kind):
+            raise BadRequest(f"'{key}' must be {'a string' if kind is str else 'a JSON object'}.")
     if data.get("operationName") == "":  # as `?operationName=` by GET: no name given
         data["operationName"] = None
-    if data.get("extensions") is not None and not isinstance(data["extensions"], dict):
-        raise BadRequest("'extensions' must be a JSON object.")
     return data
 
 
@@ -238,6 +239,48 @@ def execute(data: dict) -> tuple[dict, bool]:
     if answers is not None and len(answers) < INTROSPECTION_ANSWERS:
         answers[key] = answer
     return answer, False
+
+
+def graphql_names(errors):
+    """The service's field messages keyed by their GraphQL names (min_age: minAge)."""
+    if isinstance(errors, dict):
+        return {_camel(key): graphql_names(value) for key, value in errors.items()}
+    if isinstance(errors, list):
+        return [graphql_names(item) for item in errors]
+    return errors
+
+
+def _camel(key):
+    if not isinstance(key, str) or key.startswith("_"):  # _schema: the object as a whole
+        return key
+    first, *rest = key.split("_")
+    return first + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def format_error(error: GraphQLError) -> dict:
+    """Every error gets extensions.code; a resolver's own exception text never leaves."""
+    formatted = error.formatted
+    original = unwrap_graphql_error(error)
+    if isinstance(original, ServiceError):
+        formatted["message"] = original.detail
+        extensions = {"code": original.graphql_code}
+        if original.errors:
+            named = graphql_names(original.errors)
+            if original.detail == sentence(original.errors):
+                formatted["message"] = sentence(named)
+            extensions["errors"], omitted = bounded_errors(named)
+            if omitted:
+                extensions["errors_omitted"] = omitted
+    elif original is not None:
+        log.error("resolver failed at %s", error.path, exc_info=original)
+        formatted["message"] = "Internal server error"
+        extensions = {"code": "INTERNAL_SERVER_ERROR"}
+    else:
+        extensions = dict(error.extensions or {})
+        if not extensions.get("code"):
+            extensions["code"] = "BAD_REQUEST" if error.path is None else "INTERNAL_SERVER_ERROR"
+    formatted["extensions"] = extensions
+    return formatted
 
 
 def graphql_response(body, status: int, media: str | None = None, headers=None) -> Response:
