@@ -181,12 +181,12 @@ def test_messages_and_their_people_are_batched_too(gql, store, crowd, client, he
 
 def test_repeated_documents_are_parsed_and_validated_once(gql, crowd):
     query = f'{{ person(id: "3") {{ name a{uuid.uuid4().hex}: age }} }}'  # a text not seen yet
-    parsed, validated = parsing._parse_cached.cache_info(), view._validate_cached.cache_info()
+    parsed, validated = parsing.parse_document.cache_info(), view.validated.cache_info()
     for _ in range(3):
         assert "errors" not in gql(query).json
-    assert parsing._parse_cached.cache_info().misses == parsed.misses + 1  # parsed once
-    assert view._validate_cached.cache_info().misses == validated.misses + 1
-    assert view._validate_cached.cache_info().hits == validated.hits + 2
+    assert parsing.parse_document.cache_info().misses == parsed.misses + 1  # parsed once
+    assert view.validated.cache_info().misses == validated.misses + 1
+    assert view.validated.cache_info().hits == validated.hits + 2
 
 
 # -- the limits hold against an attacker (issue 10) ------------------------------------------

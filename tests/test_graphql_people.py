@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from people_service.graphql.formatting import graphql_names
+from people_service.graphql.view import graphql_names
 from people_service.schemas import sentence
 
 from .conftest import new_key

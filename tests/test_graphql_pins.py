@@ -59,8 +59,7 @@ def test_collect_subfields_returns_the_field_set_and_the_defer_usages_first(app,
 
     from people_service.graphql.batch import Batches
     from people_service.graphql.executor import LeafExecutor
-    from people_service.graphql.resolvers import Context
-    from people_service.graphql.schema import executable_schema
+    from people_service.graphql.resolvers import Context, executable_schema
 
     seen = []
 
@@ -105,7 +104,7 @@ def test_executor_build_coerces_variables_and_returns_errors_as_a_list():
     from graphql import parse
 
     from people_service.graphql.executor import LeafExecutor
-    from people_service.graphql.schema import executable_schema
+    from people_service.graphql.resolvers import executable_schema
 
     document = parse("query ($n: Int) { __typename }")
     built = LeafExecutor.build(executable_schema(), document, raw_variable_values={"n": 2.0})

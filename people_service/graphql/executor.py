@@ -2,21 +2,16 @@
 
 from __future__ import annotations
 
-from graphql import GraphQLNonNull, GraphQLObjectType, is_leaf_type
+from graphql import GraphQLNonNull, GraphQLObjectType, get_nullable_type, is_leaf_type
 from graphql.execution.executor import Executor
 
 _SLOW = object()
 
 
 class LeafExecutor(Executor):
-    """graphql-core's executor, with a short path for objects whose selected fields are scalars
-    read straight from a dict (no resolver, no arguments, no @defer, no middleware).
-
-    graphql-core builds a ResolveInfo, a Path and a completion call for every field of every
-    object, most of the time of a long list; such an object is built here in one loop. Anything
-    unusual (a null for a non-null field, a value the scalar refuses, a callable) falls back to
-    the standard path, which reports it as usual.
-    """
+    """graphql-core's executor, building an object whose selected fields are scalars read from
+    a dict (no resolver, arguments, @defer or middleware) in one loop instead of a ResolveInfo,
+    Path and completion per field. Anything unusual falls back to the standard path."""
 
     _plans: dict = {}  # (type, response names) -> [(response name, field, serialize, non-null)]
 
@@ -24,18 +19,15 @@ class LeafExecutor(Executor):
         self, return_type, field_details_list, info, path, result, position_context
     ):
         # a list of such objects (friends, people) is built in one loop, item by item
-        item_type = return_type.of_type
-        named = item_type.of_type if isinstance(item_type, GraphQLNonNull) else item_type
+        named = get_nullable_type(return_type.of_type)
         if (
             type(result) is list
             and isinstance(named, GraphQLObjectType)
             and named.is_type_of is None
             and self.middleware_manager is None
         ):
-            grouped_field_set, new_defer_usages = self.collect_subfields(named, field_details_list)[
-                :2
-            ]
-            plan = None if new_defer_usages else self._plan(named, grouped_field_set)
+            grouped, new_defer_usages = self.collect_subfields(named, field_details_list)[:2]
+            plan = None if new_defer_usages else self._plan(named, grouped)
             if plan is not None:
                 items = []
                 for item in result:
@@ -65,20 +57,15 @@ class LeafExecutor(Executor):
         result = {}
         for response_name, field_name, serialize, non_null in plan:
             value = source.get(field_name)
-            if value is None:
-                if non_null:
-                    return _SLOW
-                result[response_name] = None
-                continue
             if callable(value):
                 return _SLOW
             try:
-                serialized = serialize(value)
+                value = None if value is None else serialize(value)
             except Exception:
                 return _SLOW
-            if serialized is None and non_null:
+            if value is None and non_null:
                 return _SLOW
-            result[response_name] = serialized
+            result[response_name] = value
         return result
 
     def _plan(self, parent_type, grouped_field_set):
@@ -93,22 +80,17 @@ class LeafExecutor(Executor):
                 return plan
         plan = []
         for response_name, details in grouped_field_set.items():
-            node = details[0].node
-            field_name = node.name.value
+            field_name = details[0].node.name.value
             definition = parent_type.fields.get(field_name)
+            named = None if definition is None else get_nullable_type(definition.type)
             if (
-                definition is None
+                not is_leaf_type(named)
                 or definition.resolve is not None
                 or any(detail.node.arguments or detail.defer_usage for detail in details)
             ):
                 plan = None
                 break
-            field_type = definition.type
-            non_null = isinstance(field_type, GraphQLNonNull)
-            named = field_type.of_type if non_null else field_type
-            if not is_leaf_type(named):
-                plan = None
-                break
+            non_null = isinstance(definition.type, GraphQLNonNull)
             plan.append((response_name, field_name, named.serialize, non_null))
         if len(plans) < 4096:
             plans[key] = plan

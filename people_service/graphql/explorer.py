@@ -5,13 +5,7 @@ from __future__ import annotations
 from flask import current_app, render_template, request
 
 from ..web import services
-from ..web.pages import (
-    asset_url,
-    content_security_policy,
-    html_response,
-    source_of,
-    vendor_url,
-)
+from ..web.pages import asset_url, content_security_policy, html_response, source_of, vendor_url
 
 # Playground's own defaults poll the schema every 2 s, each poll an introspection query charged
 # to the key's rate limit; the schema reloads with the page or the refresh button instead.
@@ -50,37 +44,28 @@ EXPLORERS = {"playground": _playground, "graphiql": _graphiql}
 
 
 def _relative(url: str) -> str:
-    """A URL of this server relative to the page (/graphql): the page holds no mount prefix,
-    so whatever prefix a request claims, the page cached for all stays right for all."""
+    """A URL relative to the page: the page, cached for all, holds no request's mount prefix."""
     if "//" in url:  # a CDN's
         return url
     return url.removeprefix(request.script_root).lstrip("/")
 
 
-def _context(explorer: str) -> dict:
-    cdn = current_app.config["EXPLORER_CDN"]
-    page = EXPLORERS[explorer](lambda package, path: _relative(vendor_url(package, path, cdn)))
-    return {
-        **page,
-        "title": "people-service",
-        "explorer_css": _relative(asset_url("pages/explorer.css")),
-        "init": _relative(asset_url(f"pages/{explorer}.js")),
-    }
-
-
 def explorer_response():
-    """The explorer page (rendered once per app), or None with EXPLORER=none.
-
-    Assets come from the service's own copy, or from EXPLORER_CDN when it is set; the page's
-    script sends queries to the page's own URL.
-    """
-    explorer = current_app.config["EXPLORER"]
+    """The explorer page (rendered once per app, assets from EXPLORER_CDN or this server), or
+    None with EXPLORER=none."""
+    explorer, cdn = current_app.config["EXPLORER"], current_app.config["EXPLORER_CDN"]
     if explorer not in EXPLORERS:
         return None
     ext = services()
     if ext.explorer is None:  # the page holds no prefix and depends only on the config
-        ext.explorer = render_template(f"{explorer}.html", **_context(explorer))
-    page = ext.explorer
+        page = EXPLORERS[explorer](lambda package, path: _relative(vendor_url(package, path, cdn)))
+        ext.explorer = render_template(
+            f"{explorer}.html",
+            **page,
+            title="people-service",
+            explorer_css=_relative(asset_url("pages/explorer.css")),
+            init=_relative(asset_url(f"pages/{explorer}.js")),
+        )
     # scripts from files only (this server or the CDN), styles also inline (React sets them)
-    origin = source_of(current_app.config["EXPLORER_CDN"])
-    return html_response(page, content_security_policy(inline_styles=True, origin=origin))
+    policy = content_security_policy(inline_styles=True, origin=source_of(cdn))
+    return html_response(ext.explorer, policy)

@@ -1,8 +1,6 @@
-"""Measuring a GraphQL operation: depth, aliases and the cost of what it runs, in linear time."""
+"""GraphQL limits of a document (depth, aliases, cost), measured in linear time before it runs."""
 
 from __future__ import annotations
-
-from typing import NamedTuple
 
 from graphql import (
     FieldNode,
@@ -12,7 +10,9 @@ from graphql import (
     GraphQLSkipDirective,
     InlineFragmentNode,
     NameNode,
+    OperationDefinitionNode,
     TypeMetaFieldDef,
+    ValidationRule,
     get_named_type,
     get_nullable_type,
     get_operation_ast,
@@ -23,37 +23,70 @@ from graphql import (
     is_interface_type,
     is_list_type,
     is_object_type,
-    is_wrapping_type,
 )
-from graphql.execution.values import (
-    get_argument_values,
-    get_directive_values,
-)
+from graphql.execution.values import get_argument_values, get_directive_values
 
-from .parsing import (
-    CEILING,
-    INTROSPECTION_DISCOUNT,
-    INTROSPECTION_TYPES,
-    MAX_NESTING,
-    UNBOUNDED_LIST,
-    TooDeep,
-    saturated,
-)
+from .. import schemas
+from .parsing import MAX_NESTING, NESTED_TOO_DEEPLY, TooComplex
 
-
-class Shape(NamedTuple):
-    depth: int
-    aliases: int
-
-
+# Counts saturate here: a refusal needs no exact figure beyond it, and numbers stay small.
+CEILING = 10**9
+# What one list field without a `limit` argument counts (the schema has none so far).
+UNBOUNDED_LIST = 100
+# An operation of introspection fields alone reads the schema in memory, not the database: it
+# is charged this fraction of the objects it returns, so the explorers load at any limit.
+INTROSPECTION_DISCOUNT = 100
+# the `limit` each list field accepts: outside it the field fails, and nothing below it counts
+LIST_LIMITS = {
+    "Query.people": schemas.PEOPLE_LIMITS,
+    "Person.friends": schemas.LIST_FIELD_LIMITS,
+    "Person.messages": schemas.LIST_FIELD_LIMITS,
+}
 # a field node without arguments: the values it gets are the schema's defaults
 _BARE = FieldNode(name=NameNode(value="limit"), arguments=())
 _BUSY = object()  # a fragment being measured: a spread of it closes a cycle (a validation error)
 
 
+def _has_fields(value) -> bool:
+    return is_object_type(value) or is_interface_type(value)
+
+
+# (introspection type, elements of schema s and element v) an introspection field returns, as
+# graphql-core's resolvers do (deprecated entries included: an upper bound)
+_CHILDREN = {
+    ("__Schema", "types"): ("__Type", lambda s, v: s.type_map.values()),
+    ("__Schema", "directives"): ("__Directive", lambda s, v: s.directives),
+    ("__Schema", "queryType"): ("__Type", lambda s, v: [s.query_type]),
+    ("__Schema", "mutationType"): ("__Type", lambda s, v: [s.mutation_type]),
+    ("__Schema", "subscriptionType"): ("__Type", lambda s, v: [s.subscription_type]),
+    ("__Type", "ofType"): ("__Type", lambda s, v: [getattr(v, "of_type", None)]),
+    ("__Type", "fields"): ("__Field", lambda s, v: v.fields.values() if _has_fields(v) else ()),
+    ("__Type", "interfaces"): ("__Type", lambda s, v: v.interfaces if _has_fields(v) else ()),
+    ("__Type", "possibleTypes"): (
+        "__Type",
+        lambda s, v: s.get_possible_types(v) if is_abstract_type(v) else (),
+    ),
+    ("__Type", "enumValues"): (
+        "__EnumValue",
+        lambda s, v: v.values.values() if is_enum_type(v) else (),
+    ),
+    ("__Type", "inputFields"): (
+        "__InputValue",
+        lambda s, v: v.fields.values() if is_input_object_type(v) else (),
+    ),
+    ("__Field", "type"): ("__Type", lambda s, v: [v.type]),
+    ("__InputValue", "type"): ("__Type", lambda s, v: [v.type]),
+    ("__Field", "args"): ("__InputValue", lambda s, v: v.args.values()),
+    ("__Directive", "args"): ("__InputValue", lambda s, v: v.args.values()),
+}
+
+
+def figure(value: int) -> str:
+    return str(value) if value < CEILING else f"more than {CEILING - 1}"
+
+
 def introspective(operation) -> bool:
-    """Whether an operation asks only for introspection fields: its answer is the same for
-    every caller and comes from the schema in memory."""
+    """Whether an operation asks only for introspection fields (the same answer for all)."""
     return operation is not None and all(
         isinstance(node, FieldNode) and node.name.value.startswith("__")
         for node in operation.selection_set.selections
@@ -61,85 +94,58 @@ def introspective(operation) -> bool:
 
 
 class Meter:
-    """Depth, aliases and cost of a document's operations, for one request's coerced variables
-    (graphql-core's VariableValues, as an executor holds them).
+    """Depth, aliases and cost of a document's operations, each walk linear (fragments measured
+    once, counts saturated). Depth skips introspection fields (MaxIntrospectionDepthRule bounds
+    them); cost counts the objects that can come back with the values that will run."""
 
-    Each walk memoizes fragments: a fragment is measured once however often it is spread (its
-    measure does not depend on where), and every count saturates at CEILING, so measuring takes
-    time linear in the document whatever its fragments do.
-
-    Depth counts levels of fields; introspection fields (`__schema`, `__type`, `__typename`) add
-    none, graphql-core's MaxIntrospectionDepthRule bounds those. Aliases count every aliased
-    field, once per spread of the fragment holding it. Cost counts the objects that can come
-    back with the values the operation will run with: schema defaults, coerced variables and
-    @skip/@include as they say; a list field multiplies its selection by its `limit`, each field
-    of the Query or Mutation type counts at least one (it runs a resolver), and introspection
-    counts the objects it returns, which the schema fixes.
-    """
-
-    def __init__(self, schema, document, values=None, operation_name=None, list_limits=None):
+    def __init__(self, schema, document, values, operation_name):
         self.schema = schema
-        self.list_limits = list_limits or {}  # "Type.field": (lowest, highest) `limit` it runs
         self.fragments = {
             node.name.value: node
             for node in document.definitions
             if isinstance(node, FragmentDefinitionNode)
         }
-        # the operation that will run, and its coerced variables (None: nothing will run)
-        self.running = get_operation_ast(document, operation_name)
-        self.values = values
+        self.running = get_operation_ast(document, operation_name)  # None: nothing will run
+        self.values = values  # None: the variables did not coerce, nothing will run
         self._roots = {schema.query_type, schema.mutation_type} - {None}
-        self._operations: dict = {}
-        self._shapes: dict = {}
-        self._costs: dict = {}
+        self._measured: dict = {}  # fragments' measures
         self._introspection: dict = {}
-        self._cost = _BUSY
 
-    # -- depth and aliases, of every operation -------------------------------------------------
+    def _once(self, key, empty, measure, *args):
+        """`measure(*args)`, once per key; `empty` while it is measured (a fragment cycle)."""
+        found = self._measured.get(key)
+        if found is None:
+            self._measured[key] = _BUSY
+            found = self._measured[key] = measure(*args)
+        return empty if found is _BUSY else found
 
-    def shape(self, operation) -> Shape:
-        """Depth and aliases of an operation; raises TooDeep past MAX_NESTING."""
-        key = id(operation)
-        if key not in self._operations:
-            running = operation is self.running
-            self._operations[key] = self._shape(operation.selection_set, running, False, 0)
-        return self._operations[key]
-
-    def _shape(self, selection_set, running: bool, introspective: bool, nesting: int) -> Shape:
+    def shape(self, selection_set, running: bool, introspective=False, nesting=0) -> tuple:
+        """(depth, aliases) of a selection; raises TooComplex past MAX_NESTING."""
         if nesting > MAX_NESTING:
-            raise TooDeep
+            raise TooComplex(NESTED_TOO_DEEPLY)
         depth = aliases = 0
         for node in selection_set.selections:
             if self._skipped(node, running):
                 continue
             if isinstance(node, FieldNode):
                 inner = introspective or node.name.value.startswith("__")
-                found = (
-                    self._shape(node.selection_set, running, inner, nesting + 1)
-                    if node.selection_set
-                    else Shape(0, 0)
-                )
-                depth = max(depth, 0 if inner else found.depth + 1)
-                aliases += found.aliases + (node.alias is not None)
+                found = (0, 0)
+                if node.selection_set:
+                    found = self.shape(node.selection_set, running, inner, nesting + 1)
+                depth = max(depth, 0 if inner else found[0] + 1)
+                aliases += found[1] + (node.alias is not None)
+                continue
+            if isinstance(node, InlineFragmentNode):
+                found = self.shape(node.selection_set, running, introspective, nesting + 1)
+            elif (fragment := self.fragments.get(node.name.value)) is None:
+                found = (0, 0)
             else:
-                found = self._spread_shape(node, running, introspective, nesting)
-                depth = max(depth, found.depth)
-                aliases += found.aliases
-        return Shape(depth, saturated(aliases))
-
-    def _spread_shape(self, node, running: bool, introspective: bool, nesting: int) -> Shape:
-        if isinstance(node, InlineFragmentNode):
-            return self._shape(node.selection_set, running, introspective, nesting + 1)
-        fragment = self.fragments.get(node.name.value)
-        key = (node.name.value, running, introspective)
-        found = self._shapes.get(key)
-        if fragment is None or found is _BUSY:
-            return Shape(0, 0)
-        if found is None:
-            self._shapes[key] = _BUSY
-            found = self._shape(fragment.selection_set, running, introspective, nesting + 1)
-            self._shapes[key] = found
-        return found
+                key = (fragment.name.value, running, introspective)
+                args = (fragment.selection_set, running, introspective, nesting + 1)
+                found = self._once(key, (0, 0), self.shape, *args)
+            depth = max(depth, found[0])
+            aliases += found[1]
+        return depth, min(aliases, CEILING)
 
     def _skipped(self, node, running: bool) -> bool:
         """Whether @skip or @include leave the node out (as execution decides it)."""
@@ -155,30 +161,10 @@ class Meter:
         except GraphQLError:
             return False  # undecidable before it runs (another operation's variable): it counts
 
-    # -- cost, of the operation that runs --------------------------------------------------------
-
-    def cost(self) -> int | None:
-        """What the running operation can return; None when nothing will run.
-
-        Raises TooDeep past MAX_NESTING.
-        """
-        if self._cost is _BUSY:
-            root = None
-            if self.running is not None and self.values is not None:
-                root = self.schema.get_root_type(self.running.operation)
-            self._cost = None if root is None else self._walk(self.running.selection_set, root, 0)
-        return self._cost
-
-    def price(self) -> int | None:
-        """What running it is charged: its cost, a hundredth of it for an introspection."""
-        cost = self.cost()
-        if cost is None or not introspective(self.running):
-            return cost
-        return max(1, cost // INTROSPECTION_DISCOUNT)
-
-    def _walk(self, selection_set, parent, nesting: int) -> int:
+    def cost(self, selection_set, parent, nesting=0) -> int:
+        """What a selection of the running operation can return; raises TooComplex if too deep."""
         if nesting > MAX_NESTING:
-            raise TooDeep
+            raise TooComplex(NESTED_TOO_DEEPLY)
         total = 0
         for node in selection_set.selections:
             if self._skipped(node, True):
@@ -189,25 +175,16 @@ class Meter:
                     cost = max(cost, 1)
             elif isinstance(node, InlineFragmentNode):
                 kind = self._condition(node.type_condition, parent)
-                cost = self._walk(node.selection_set, kind, nesting + 1)
+                cost = self.cost(node.selection_set, kind, nesting + 1)
+            elif (fragment := self.fragments.get(node.name.value)) is None:
+                cost = 0
             else:
-                cost = self._fragment(node.name.value, nesting)
+                args = (fragment.selection_set, self._condition(fragment.type_condition, None))
+                cost = self._once(fragment.name.value, 0, self.cost, *args, nesting + 1)
             total += cost
             if total >= CEILING:
                 return CEILING
         return total
-
-    def _fragment(self, name: str, nesting: int) -> int:
-        fragment = self.fragments.get(name)
-        found = self._costs.get(name)
-        if fragment is None or found is _BUSY:
-            return 0
-        if found is None:
-            self._costs[name] = _BUSY
-            kind = self._condition(fragment.type_condition, None)
-            found = self._walk(fragment.selection_set, kind, nesting + 1)
-            self._costs[name] = found
-        return found
 
     def _condition(self, condition, parent):
         return parent if condition is None else self.schema.get_type(condition.name.value)
@@ -215,14 +192,20 @@ class Meter:
     def _field(self, node: FieldNode, parent, nesting: int) -> int:
         name = node.name.value
         if parent is self.schema.query_type and name in ("__schema", "__type"):
-            if name == "__schema":
-                return self._introspected(node, "schema", self.schema, nesting)
-            try:
-                wanted = get_argument_values(TypeMetaFieldDef, node, self.values).get("name")
-            except GraphQLError:
-                wanted = None
-            found = self.schema.get_type(wanted) if isinstance(wanted, str) else None
-            return 0 if found is None else self._introspected(node, "type", found, nesting)
+            found = self.schema
+            if name == "__type":
+                try:
+                    wanted = get_argument_values(TypeMetaFieldDef, node, self.values).get("name")
+                except GraphQLError:
+                    wanted = None
+                found = self.schema.get_type(wanted) if isinstance(wanted, str) else None
+            if found is None:
+                return 0
+            kind = "__Schema" if name == "__schema" else "__Type"
+            inner = (
+                0 if node.selection_set is None else self._introspect(node, kind, found, nesting)
+            )
+            return min(1 + inner, CEILING)  # 1 for the object the field returns
         fields = getattr(parent, "fields", None) if is_composite_type(parent) else None
         definition = fields.get(name) if fields else None
         if definition is None or node.selection_set is None:
@@ -230,18 +213,14 @@ class Meter:
         named = get_named_type(definition.type)
         if not is_composite_type(named):
             return 0
-        inner = self._walk(node.selection_set, named, nesting + 1)
-        count = self._list_size(parent, definition, node) if self._is_list(definition) else 1
-        return saturated(count * (1 + inner))
-
-    @staticmethod
-    def _is_list(definition) -> bool:
-        return is_list_type(get_nullable_type(definition.type))
+        inner = self.cost(node.selection_set, named, nesting + 1)
+        count = 1
+        if is_list_type(get_nullable_type(definition.type)):
+            count = self._list_size(parent, definition, node)
+        return min(count * (1 + inner), CEILING)
 
     def _list_size(self, parent, definition, node: FieldNode) -> int:
         """The `limit` the field runs with (given, a variable, the default); 0 when it fails."""
-        if "limit" not in definition.args:
-            return UNBOUNDED_LIST
         try:
             limit = get_argument_values(definition, node, self.values).get("limit")
         except GraphQLError:
@@ -251,91 +230,94 @@ class Meter:
             limit = get_argument_values(definition, _BARE).get("limit")
         if isinstance(limit, bool) or not isinstance(limit, int):
             return UNBOUNDED_LIST
-        low, high = self.list_limits.get(f"{parent.name}.{node.name.value}", (0, limit))
+        low, high = LIST_LIMITS.get(f"{parent.name}.{node.name.value}", (0, limit))
         return min(limit, CEILING) if low <= limit <= high else 0
 
-    # -- introspection ---------------------------------------------------------------------------
-
-    def _introspected(self, node: FieldNode, kind: str, value, nesting: int) -> int:
-        """1 for the object a `__schema` or `__type` field returns, plus what it selects."""
-        if node.selection_set is None:
-            return 1
-        return saturated(1 + self._introspect(node.selection_set, kind, value, nesting + 1))
-
-    def _introspect(self, selection_set, kind: str, value, nesting: int) -> int:
-        """The objects a selection on one schema element returns, counted from the schema."""
+    def _introspect(self, node, kind: str, value, nesting: int) -> int:
+        """The objects a selection on `value` (of introspection type `kind`) returns."""
         if nesting > MAX_NESTING:
-            raise TooDeep
-        key = (id(selection_set), kind, id(value))
+            raise TooComplex(NESTED_TOO_DEEPLY)
+        key = (id(node.selection_set), kind, id(value))
         found = self._introspection.get(key)
         if found is not None:
             return 0 if found is _BUSY else found
         self._introspection[key] = _BUSY
         total = 0
-        for node in selection_set.selections:
-            if self._skipped(node, True):
+        for child in node.selection_set.selections:
+            if self._skipped(child, True):
                 continue
-            if isinstance(node, FieldNode):
-                if node.selection_set is None:
+            if isinstance(child, FieldNode):
+                child_kind, children = _CHILDREN.get((kind, child.name.value), (kind, None))
+                if children is None or child.selection_set is None:
                     continue
-                child_kind, items = _introspection_children(self.schema, kind, value, node)
-                for item in items:
-                    total += 1 + self._introspect(node.selection_set, child_kind, item, nesting + 1)
+                for item in children(self.schema, value):
+                    if item is not None:
+                        total += 1 + self._introspect(child, child_kind, item, nesting + 1)
                     if total >= CEILING:
                         break
             else:
-                if isinstance(node, InlineFragmentNode):
-                    condition, selections = node.type_condition, node.selection_set
-                else:
-                    fragment = self.fragments.get(node.name.value)
-                    if fragment is None:
-                        continue
-                    condition, selections = fragment.type_condition, fragment.selection_set
-                if condition is None or condition.name.value == INTROSPECTION_TYPES[kind]:
-                    total += self._introspect(selections, kind, value, nesting + 1)
+                if not isinstance(child, InlineFragmentNode):
+                    child = self.fragments.get(child.name.value)
+                condition = child and child.type_condition
+                if child is not None and (condition is None or condition.name.value == kind):
+                    total += self._introspect(child, kind, value, nesting + 1)
             if total >= CEILING:
-                total = CEILING
                 break
-        self._introspection[key] = total
-        return total
+        self._introspection[key] = min(total, CEILING)
+        return self._introspection[key]
 
 
-def _introspection_children(schema, kind: str, value, node: FieldNode) -> tuple[str, list]:
-    """What an introspection field of a schema element returns: (kind, elements).
+def limits_of(
+    schema, document, values, operation_name, config, budget
+) -> tuple[tuple[GraphQLError, ...], int]:
+    """(errors, price): the limits of `config` a document breaks, and what its running operation
+    is charged (0: nothing runs); `budget` is the caller's (smallest window, limit)."""
+    max_depth, max_aliases = config["GRAPHQL_MAX_DEPTH"], config["GRAPHQL_MAX_ALIASES"]
+    max_cost = config["GRAPHQL_MAX_COST"]
+    meter = Meter(schema, document, values, operation_name)
+    errors: dict[str, TooComplex] = {}
+    price = 0
+    try:
+        for node in document.definitions:
+            if not isinstance(node, OperationDefinitionNode):
+                continue
+            depth, aliases = meter.shape(node.selection_set, node is meter.running)
+            if depth > max_depth:
+                message = f"The query is {figure(depth)} levels deep; the limit is {max_depth}."
+                errors.setdefault("depth", TooComplex(message, node))
+            if aliases > max_aliases:
+                message = f"The query has {figure(aliases)} aliases; the limit is {max_aliases}."
+                errors.setdefault("aliases", TooComplex(message, node))
+            root = schema.get_root_type(node.operation)
+            if node is not meter.running or values is None or root is None:
+                continue  # not the one that runs, or nothing runs (execution says why)
+            cost = meter.cost(node.selection_set, root)
+            price = max(1, cost // INTROSPECTION_DISCOUNT) if introspective(node) else cost
+            if cost > max_cost:
+                message = (
+                    f"The query could return {figure(cost)} objects; the limit is {max_cost}. "
+                    "Ask for fewer (smaller limits) or split the query."
+                )
+                errors["cost"] = TooComplex(message, node)
+            elif price > budget[0]:
+                message = (
+                    f"The query could return {figure(cost)} objects, more than the "
+                    f"{budget[0]} your rate limit ({budget[1]}) allows in a whole window, "
+                    "so it can never run. Ask for fewer (smaller limits), split the query, or "
+                    "use a key with a larger limit."
+                )
+                errors["cost"] = TooComplex(message, node)
+    except TooComplex as error:  # nested past MAX_NESTING
+        return (error,), 0
+    return tuple(errors.values()), 0 if errors else price
 
-    The lists are those graphql-core's introspection resolvers return, deprecated entries
-    included (an upper bound when a query leaves them out).
-    """
-    name = node.name.value
-    if kind == "schema":
-        if name == "types":
-            return "type", list(schema.type_map.values())
-        if name == "directives":
-            return "directive", list(schema.directives)
-        roots = {
-            "queryType": schema.query_type,
-            "mutationType": schema.mutation_type,
-            "subscriptionType": schema.subscription_type,
-        }
-        if name in roots:
-            return "type", [roots[name]] if roots[name] is not None else []
-    elif kind == "type":
-        if name == "ofType":
-            return "type", [value.of_type] if is_wrapping_type(value) else []
-        if name in ("fields", "interfaces"):
-            if not (is_object_type(value) or is_interface_type(value)):
-                return "type", []
-            if name == "fields":
-                return "field", list(value.fields.values())
-            return "type", list(value.interfaces)
-        if name == "possibleTypes":
-            return "type", list(schema.get_possible_types(value)) if is_abstract_type(value) else []
-        if name == "enumValues":
-            return "enum", list(value.values.values()) if is_enum_type(value) else []
-        if name == "inputFields":
-            return "input", list(value.fields.values()) if is_input_object_type(value) else []
-    elif kind in ("field", "input") and name == "type":
-        return "type", [value.type]
-    elif kind in ("field", "directive") and name == "args":
-        return "input", list(value.args.values())
-    return kind, []
+
+class NoIntrospection(ValidationRule):
+    """With INTROSPECTION off, `__schema` and `__type` are refused (`__typename` stays)."""
+
+    def enter_field(self, node: FieldNode, *_args):
+        name = node.name.value
+        if name.startswith("__") and name != "__typename":
+            self.report_error(
+                GraphQLError(f"Cannot query '{name}': introspection is disabled.", node)
+            )

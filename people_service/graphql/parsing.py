@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import lru_cache, wraps
 
 from graphql import FieldNode, GraphQLError, GraphQLSyntaxError, Source, parse
 from graphql.language import Lexer, TokenKind
@@ -11,44 +11,22 @@ from ..errors import QueryTooComplex
 
 MAX_QUERY_BYTES = 100 * 1024
 MAX_TOKENS = 2000
-# Field selections written in one document. graphql-core's check that fields with one name can
-# be merged compares them pairwise, so its work grows with their square; 400 keeps it small and
-# leaves every real query room (the explorers' introspection queries select about 100).
+# Field selections in one document: graphql-core checks that fields can be merged pairwise.
 MAX_FIELDS = 400
-# Fields of one response name in one selection set: the pairwise check compares each with all
-# the others (200 `person(id:)` selections cost 0.1-0.25 s to validate); queries repeat a
-# name once or twice.
+# Fields of one response name in one selection set, for the same pairwise check.
 MAX_SAME_NAME = 10
-# Brackets, and selection sets and fragment spreads, nested in one another. The walks recurse
-# once per level, so a document nested deeper is refused before it could exhaust the stack
-# (graphql-core's parser stops at 200 levels, but fragments can nest without limit).
+# Brackets, selection sets and fragment spreads nested in one another: the walks recurse once
+# per level, and fragments can nest without the parser's limit.
 MAX_NESTING = 100
-# Errors reported for one request by the specification's validation and by variable coercion
-# (graphql-core's defaults: 100 and 50). Each of graphql-core's messages about a field of an
-# input object prints the whole object, so their number multiplies the work and the answer's
-# size; a client fixes the first few anyway.
+NESTED_TOO_DEEPLY = "The query is nested too deeply."
+# Errors reported by validation and by coercion: graphql-core's messages can print whole inputs.
 VALIDATION_ERRORS = 10
 COERCION_ERRORS = 10
-# Values (objects, lists and scalars, at any depth) in one request's variables: counted before
-# they are coerced, so that coercing them stays cheap. The schema's largest input is a handful.
+# Values (at any depth) in one request's variables, counted before they are coerced.
 MAX_VARIABLE_VALUES = 1000
-# Counts saturate here: a refusal needs no exact figure beyond it, and numbers stay small.
-CEILING = 10**9
-NESTED_TOO_DEEPLY = "The query is nested too deeply."
-# What one list field without a `limit` argument counts (the schema has none so far).
-UNBOUNDED_LIST = 100
-# An operation of introspection fields alone is charged this fraction of the objects it returns:
-# it reads the schema in memory, not the database, so the explorers can load it at any limit.
-INTROSPECTION_DISCOUNT = 100
-# The introspection type of each kind of schema element the introspection walk visits.
-INTROSPECTION_TYPES = {
-    "schema": "__Schema",
-    "type": "__Type",
-    "field": "__Field",
-    "input": "__InputValue",
-    "enum": "__EnumValue",
-    "directive": "__Directive",
-}
+# Texts up to this size are kept parsed and validated: 512 texts of 100 KiB each
+# would let one key grow a process by 100 MiB.
+CACHED_TEXT_BYTES = 8 * 1024
 
 
 class TooComplex(GraphQLError):
@@ -58,42 +36,28 @@ class TooComplex(GraphQLError):
         super().__init__(message, nodes, extensions={"code": QueryTooComplex.graphql_code})
 
 
-class ParseFailed(GraphQLError):
-    """A document that is not GraphQL."""
-
-    def __init__(self, error: GraphQLError):
-        super().__init__(
-            error.message,
-            source=error.source,
-            positions=error.positions,
-            extensions={"code": "GRAPHQL_PARSE_FAILED"},
-        )
+def with_code(error: GraphQLError, code: str) -> GraphQLError:
+    return GraphQLError(
+        error.message, source=error.source, positions=error.positions, extensions={"code": code}
+    )
 
 
-# Texts up to this size are kept parsed (and measured, and validated): the usual queries. A
-# cache of 512 texts of up to 100 KiB each would let one key grow a process by 100 MiB.
-CACHED_TEXT_BYTES = 8 * 1024
+def by_text(function):
+    """`function(text, ...)`, its results kept for short texts (a bounded LRU cache)."""
+    cached = lru_cache(maxsize=512)(function)
+
+    @wraps(function)
+    def call(text: str, *args):
+        return (cached if len(text) <= CACHED_TEXT_BYTES else function)(text, *args)
+
+    call.cache_info = cached.cache_info
+    return call
 
 
-def cacheable(text: str) -> bool:
-    return len(text) <= CACHED_TEXT_BYTES
-
-
+@by_text
 def parse_document(text: str):
-    """A parsed document; a short text is parsed once (bounded LRU cache).
-
-    Raises TooComplex over the size, token, comment, nesting or field limit, ParseFailed for
-    other syntax errors.
-    """
-    return _parse_cached(text) if cacheable(text) else _parse(text)
-
-
-@lru_cache(maxsize=512)
-def _parse_cached(text: str):
-    return _parse(text)
-
-
-def _parse(text: str):
+    """A parsed document; raises TooComplex over the size, token, comment, nesting or field
+    limit, a GRAPHQL_PARSE_FAILED error for other syntax errors."""
     if len(text.encode("utf-8", "surrogatepass")) > MAX_QUERY_BYTES:
         raise TooComplex(f"The query is longer than {MAX_QUERY_BYTES // 1024} KiB.")
     try:
@@ -101,7 +65,7 @@ def _parse(text: str):
     except GraphQLSyntaxError as error:
         # the parser stops at its limits with the same error type as for a typo: measure
         over = _over_limits(text)
-        raise (TooComplex(over) if over else ParseFailed(error)) from None
+        raise (TooComplex(over) if over else with_code(error, "GRAPHQL_PARSE_FAILED")) from None
     fields = _fields(document.definitions)
     if fields > MAX_FIELDS:
         raise TooComplex(f"The query selects {fields} fields; the limit is {MAX_FIELDS}.")
@@ -135,10 +99,7 @@ def _over_limits(text: str) -> str | None:
 
 
 def _fields(nodes) -> int:
-    """Field selections written in these definitions or selections (parse nests them < 200).
-
-    Raises TooComplex when one selection set repeats a response name over MAX_SAME_NAME times.
-    """
+    """Field selections in these nodes; raises TooComplex past MAX_SAME_NAME."""
     count, names = 0, {}
     for node in nodes:
         if isinstance(node, FieldNode):
@@ -153,20 +114,6 @@ def _fields(nodes) -> int:
         if selection_set is not None:
             count += _fields(selection_set.selections)
     return count
-
-
-class TooDeep(Exception):
-    """A walk reached MAX_NESTING."""
-
-
-def saturated(value: int) -> int:
-    """`value`, or CEILING if it is larger."""
-    return value if value < CEILING else CEILING
-
-
-def figure(value: int) -> str:
-    """A count for a message: the number, or 'more than ...' past CEILING."""
-    return str(value) if value < CEILING else f"more than {CEILING - 1}"
 
 
 def check_variables(variables) -> None:

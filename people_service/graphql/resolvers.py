@@ -1,21 +1,31 @@
-"""GraphQL resolvers: thin calls into the service layer, batched per level of the query."""
+"""The executable GraphQL schema: schema.graphql bound to resolvers calling the service layer."""
 
 from __future__ import annotations
 
-import functools
+from functools import cache, partial, wraps
+from operator import itemgetter
+from pathlib import Path
+from typing import NamedTuple
 
-from ariadne import EnumType, MutationType, ObjectType, QueryType
+from ariadne import (
+    EnumType,
+    MutationType,
+    ObjectType,
+    QueryType,
+    load_schema_from_path,
+    make_executable_schema,
+)
 
-from .. import schemas, service
+from .. import service
 from ..errors import Forbidden, InvalidArgument
 from ..web.caller import caller_summary
+from .batch import Batches
 
 query = QueryType()
 mutation = MutationType()
 person = ObjectType("Person")
 message = ObjectType("Message")
-# PersonSort values arrive as the service's sort items ("-name"), so REST and GraphQL share
-# one rule and its messages
+# PersonSort values arrive as the service's sort items ("-name"): REST and GraphQL share rules
 person_sort = EnumType(
     "PersonSort",
     {
@@ -27,80 +37,59 @@ person_sort = EnumType(
         "AGE_DESC": "-age",
     },
 )
-bindables = [query, mutation, person, message, person_sort]
-# the `limit` each list field accepts: outside it the field fails before it loads anything,
-# so the cost meter counts nothing below it
-LIST_LIMITS = {
-    "Query.people": schemas.PEOPLE_LIMITS,
-    "Person.friends": schemas.LIST_FIELD_LIMITS,
-    "Person.messages": schemas.LIST_FIELD_LIMITS,
-}
+# The SDL lives at the repository root; the package holds a link to it so installs find it too.
+SCHEMA_PATH = Path(__file__).with_name("schema.graphql")
+_ID = itemgetter("id")
 
 
-class Context:
+class Context(NamedTuple):
     """What every resolver of one request shares."""
 
-    __slots__ = ("store", "caller", "batches")
+    store: object
+    caller: object
+    batches: Batches
 
-    def __init__(self, store, caller, batches):
-        self.store, self.caller, self.batches = store, caller, batches
 
-
-def needs(scope: str):
-    """A root field that needs a scope: without it, a FORBIDDEN field error."""
+def guarded(root, field: str, scope: str):
+    """Binds a root field that needs `scope`: without it, a FORBIDDEN field error. graphql-core
+    runs mutation fields one after another, so answers loaded before one are dropped first."""
 
     def decorate(resolver):
-        @functools.wraps(resolver)
-        def wrapper(obj, info, **kwargs):
+        @root.field(field)
+        @wraps(resolver)
+        def wrapper(_, info, **kwargs):
             if scope not in info.context.caller.scopes:
                 raise Forbidden(f"This needs the scope '{scope}'.")
-            return resolver(obj, info, **kwargs)
+            if root is mutation:
+                info.context.batches.forget()
+            return resolver(info, **kwargs)
 
         return wrapper
 
     return decorate
 
 
-def mutates(resolver):
-    """A mutation field: graphql-core runs them one after another, each with its whole
-    selection, so answers loaded for an earlier one are dropped before this one writes."""
-
-    @functools.wraps(resolver)
-    def wrapper(obj, info, **kwargs):
-        info.context.batches.forget()
-        return resolver(obj, info, **kwargs)
-
-    return wrapper
-
-
-def _returned(info, people: list[dict]) -> list[dict]:
-    info.context.batches.register(info.path, people)
-    return people
-
-
-@query.field("person")
-@needs("read")
-def resolve_person(_, info, id=None, name=None):
+# A root field returning one object needs no registering with the batches: a field of it
+# loads for that object alone either way.
+@guarded(query, "person", "read")
+def resolve_person(info, id=None, name=None):
     if (id is None) == (name is None):
         raise InvalidArgument("Give exactly one of the arguments id and name.")
     store = info.context.store
-    found = service.get_person(store, id) if id is not None else service.find_person(store, name)
-    return _returned(info, [found])[0]
+    return service.get_person(store, id) if id is not None else service.find_person(store, name)
 
 
-@query.field("people")
-@needs("read")
-def resolve_people(_, info, **args):
+@guarded(query, "people", "read")
+def resolve_people(info, **args):
     # name, city, country, min_age, max_age, sort, limit and offset, checked by the service
     found = service.people_details(info.context.store, **args)
-    return _returned(info, found)
+    info.context.batches.register(info.path, found)
+    return found
 
 
-@query.field("message")
-@needs("read")
-def resolve_message(_, info, id):
-    found = service.get_message(info.context.store, info.context.caller.viewer, id)
-    return _returned(info, [found])[0]
+@guarded(query, "message", "read")
+def resolve_message(info, id):
+    return service.get_message(info.context.store, info.context.caller.viewer, id)
 
 
 @query.field("me")
@@ -108,87 +97,67 @@ def resolve_me(_, info):
     return caller_summary(info.context.caller)
 
 
-def _by_id(obj):
-    return obj["id"]
-
-
 @person.field("friends")
 def resolve_friends(obj, info, limit=None):
     count = service.list_field_limit(limit)
-    store = info.context.store
-    return info.context.batches.load(
-        info, obj, f"friends:{count}", _by_id, lambda ids: service.friends_of(store, ids, count)
-    )
+    fetch = partial(service.friends_of, info.context.store, limit=count)
+    return info.context.batches.load(info, obj, f"friends:{count}", _ID, fetch)
 
 
 @person.field("messages")
 def resolve_messages(obj, info, limit=None):
     count = service.list_field_limit(limit)
     ctx = info.context
-    return ctx.batches.load(
-        info,
-        obj,
-        f"messages:{count}",
-        _by_id,
-        lambda ids: service.messages_of(ctx.store, ctx.caller.viewer, ids, count),
-    )
+    fetch = partial(service.messages_of, ctx.store, ctx.caller.viewer, limit=count)
+    return ctx.batches.load(info, obj, f"messages:{count}", _ID, fetch)
 
 
 @message.field("person")
 def resolve_message_person(obj, info):
-    store = info.context.store
-    return info.context.batches.load(
-        info,
-        obj,
-        "person",
-        lambda msg: msg["person_id"],
-        lambda ids: service.people_by_ids(store, ids),
-    )
+    fetch = partial(service.people_by_ids, info.context.store)
+    return info.context.batches.load(info, obj, "person", itemgetter("person_id"), fetch)
 
 
-@mutation.field("createPerson")
-@needs("write")
-@mutates
-def resolve_create_person(_, info, input):
-    created, _ = service.create_person(info.context.store, input)
-    return _returned(info, [created])[0]
+@guarded(mutation, "createPerson", "write")
+def resolve_create_person(info, input):
+    return service.create_person(info.context.store, input)[0]
 
 
-@mutation.field("updatePerson")
-@needs("write")
-@mutates
-def resolve_update_person(_, info, id, input):
-    return _returned(info, [service.update_person(info.context.store, id, input)])[0]
+@guarded(mutation, "updatePerson", "write")
+def resolve_update_person(info, id, input):
+    return service.update_person(info.context.store, id, input)
 
 
-@mutation.field("deletePerson")
-@needs("write")
-@mutates
-def resolve_delete_person(_, info, id):
+@guarded(mutation, "deletePerson", "write")
+def resolve_delete_person(info, id):
     service.delete_person(info.context.store, id)
     return id
 
 
-@mutation.field("addFriend")
-@needs("write")
-@mutates
-def resolve_add_friend(_, info, id, friend_id):
-    return _returned(info, [service.add_friend(info.context.store, id, friend_id)])[0]
+@guarded(mutation, "addFriend", "write")
+def resolve_add_friend(info, id, friend_id):
+    return service.add_friend(info.context.store, id, friend_id)
 
 
-@mutation.field("removeFriend")
-@needs("write")
-@mutates
-def resolve_remove_friend(_, info, id, friend_id):
-    return _returned(info, [service.remove_friend(info.context.store, id, friend_id)])[0]
+@guarded(mutation, "removeFriend", "write")
+def resolve_remove_friend(info, id, friend_id):
+    return service.remove_friend(info.context.store, id, friend_id)
 
 
-@mutation.field("sendMessage")
-@needs("write")
-@mutates
-def resolve_send_message(_, info, person_id, content):
-    ctx = info.context
-    sent = service.send_message(
-        ctx.store, ctx.caller.viewer, {"person_id": person_id, "content": content}
+@guarded(mutation, "sendMessage", "write")
+def resolve_send_message(info, person_id, content):
+    return service.send_message(
+        info.context.store, info.context.caller.viewer, {"person_id": person_id, "content": content}
     )
-    return _returned(info, [sent])[0]
+
+
+@cache
+def sdl() -> str:
+    """The schema's SDL text, as written."""
+    return load_schema_from_path(str(SCHEMA_PATH))
+
+
+@cache
+def executable_schema():
+    bindables = [query, mutation, person, message, person_sort]
+    return make_executable_schema(sdl(), *bindables, convert_names_case=True)

@@ -1,18 +1,15 @@
-"""The /graphql endpoint, following the GraphQL-over-HTTP specification."""
+"""The /graphql endpoint, following the GraphQL-over-HTTP specification; its errors have
+extensions.code and no internals."""
 
 from __future__ import annotations
 
-from functools import lru_cache
+import hashlib
+import logging
+import re
 
+from ariadne import unwrap_graphql_error
 from flask import Blueprint, current_app, g, request
-from graphql import (
-    GraphQLError,
-    OperationType,
-    get_operation_ast,
-    specified_rules,
-    validate,
-)
-from graphql.execution import get_variable_values
+from graphql import GraphQLError, OperationType, get_operation_ast, specified_rules, validate
 from graphql.validation.validate import ValidationAbortedError
 from werkzeug.wrappers import Response
 
@@ -24,37 +21,40 @@ from ..errors import (
     ServiceError,
     UnsupportedMediaType,
 )
+from ..schemas import sentence
 from ..web import get_store, ratelimit, services
 from ..web.caller import authenticate
 from ..web.jsonio import dump_json, json_body, parse_json
 from ..web.negotiation import HTML, negotiate
-from ..web.problems import error_parts, graphql_code, with_headers
-from . import parsing, persisted, rules
+from ..web.problems import bounded_errors, error_parts, graphql_code, with_headers
+from . import parsing
 from .batch import Batches
 from .executor import LeafExecutor
 from .explorer import explorer_response
-from .formatting import format_error, request_errors, with_code
-from .meter import introspective
-from .resolvers import LIST_LIMITS, Context
-from .schema import executable_schema, sdl
+from .meter import NoIntrospection, introspective, limits_of
+from .resolvers import Context, executable_schema, sdl
 
 bp = Blueprint("graphql", __name__)
+log = logging.getLogger("people_service.graphql")
 
 GRAPHQL_RESPONSE = "application/graphql-response+json"
 # Introspection answers kept per app (the explorers send one or two distinct queries).
 INTROSPECTION_ANSWERS = 32
 JSON = "application/json"
-
-
-# -- request parsing ----------------------------------------------------------------------
+# Automatic persisted queries (Apollo's protocol): how many documents the store keeps, and
+# the largest it keeps.
+PERSISTED_KEEP = 1000
+PERSISTED_MAX_BYTES = 32 * 1024
+SHA256 = re.compile(r"[0-9a-f]{64}")
+PERSISTED_NOT_FOUND = {
+    "errors": [
+        {"message": "PersistedQueryNotFound", "extensions": {"code": "PERSISTED_QUERY_NOT_FOUND"}}
+    ]
+}
 
 
 def response_type() -> str:
-    """The media type of the answer, from Accept (406 when neither JSON type is acceptable).
-
-    `*/*` and no Accept at all get application/json, as the GraphQL-over-HTTP specification
-    asks for the time being; parameters such as `charset=utf-8` do not spoil a match.
-    """
+    """The answer's media type from Accept (`*/*` or none: JSON); 406 if neither JSON type."""
     media = negotiate((JSON, GRAPHQL_RESPONSE))
     if media is None:
         raise NotAcceptable(f"This endpoint answers {JSON} or {GRAPHQL_RESPONSE}.")
@@ -67,11 +67,10 @@ def reads_url() -> bool:
 
 
 def request_data() -> dict:
-    """The GraphQL request (query, variables, operationName) of this HTTP request, once; a
-    persisted query's document looked up by its hash (None: not stored)."""
+    """The GraphQL request of this HTTP request, once (a persisted query's text None if unknown)."""
     if "graphql_request" not in g:
         data = _read_request()
-        digest = persisted.digest_of(data)
+        digest = persisted_digest(data)
         if digest is not None and data.get("query") is None:
             data["query"] = get_store().get_persisted(digest)
         elif digest is not None:
@@ -80,17 +79,31 @@ def request_data() -> dict:
     return g.graphql_request
 
 
+def persisted_digest(data: dict) -> str | None:
+    """The SHA-256 (hex) of an automatic persisted query's request, None for other requests;
+    raises BadRequest for another version, a malformed hash, or one not of the query."""
+    persisted = (data.get("extensions") or {}).get("persistedQuery")
+    if persisted is None:
+        return None
+    if not isinstance(persisted, dict) or persisted.get("version") != 1:
+        raise BadRequest("Persisted queries: only version 1 is supported.")
+    digest = persisted.get("sha256Hash")
+    if not isinstance(digest, str) or not SHA256.fullmatch(digest):
+        raise BadRequest("'sha256Hash' must be a SHA-256 in 64 lowercase hex digits.")
+    query = data.get("query")
+    if (
+        query is not None
+        and hashlib.sha256(query.encode("utf-8", "surrogatepass")).hexdigest() != digest
+    ):
+        raise BadRequest("'sha256Hash' is not the SHA-256 of the query.")
+    return digest
+
+
 def _read_request() -> dict:
     if reads_url():
-        args = request.args
-        variables = args.get("variables")
-        extensions = args.get("extensions")
-        data = {
-            "query": args.get("query"),
-            "operationName": args.get("operationName") or None,
-            "variables": parse_json(variables) if variables else None,
-            "extensions": parse_json(extensions) if extensions else None,
-        }
+        data = {key: request.args.get(key) for key in ("query", "operationName")}
+        for key in ("variables", "extensions"):  # JSON texts
+            data[key] = parse_json(request.args[key]) if request.args.get(key) else None
     elif request.mimetype == "application/graphql":
         if request.mimetype_params.get("charset", "utf-8").lower() not in ("utf-8", "utf8"):
             raise UnsupportedMediaType("application/graphql bodies must be UTF-8.")
@@ -105,78 +118,26 @@ def _read_request() -> dict:
         raise UnsupportedMediaType(
             f"POST {JSON} (or application/graphql) to /graphql, not '{request.mimetype}'."
         )
-    query = data.get("query")
-    persisted = query is None and isinstance(data.get("extensions"), dict)
-    if not (persisted and "persistedQuery" in data["extensions"]) and (
-        not isinstance(query, str) or not query.strip()
-    ):
+    query, extensions = data.get("query"), data.get("extensions")
+    by_hash = query is None and isinstance(extensions, dict) and "persistedQuery" in extensions
+    if not by_hash and (not isinstance(query, str) or not query.strip()):
         raise BadRequest("The request needs a 'query' string.")
-    if data.get("variables") is not None and not isinstance(data["variables"], dict):
-        raise BadRequest("'variables' must be a JSON object.")
-    if data.get("operationName") is not None and not isinstance(data["operationName"], str):
-        raise BadRequest("'operationName' must be a string.")
+    for key, kind in (("variables", dict), ("operationName", str), ("extensions", dict)):
+        if data.get(key) is not None and not isinstance(data[key], kind):
+            raise BadRequest(f"'{key}' must be {'a string' if kind is str else 'a JSON object'}.")
     if data.get("operationName") == "":  # as `?operationName=` by GET: no name given
         data["operationName"] = None
-    if data.get("extensions") is not None and not isinstance(data["extensions"], dict):
-        raise BadRequest("'extensions' must be a JSON object.")
     return data
 
 
-def check_limits(schema, document, data: dict, budget, values) -> tuple[tuple, int]:
-    """(errors, cost) of the request's document against every limit; see rules.Meter.
-
-    `values` are the request's coerced variables (None when they did not coerce).
-    """
-    config = current_app.config
-    limits = {
-        "max_depth": config["GRAPHQL_MAX_DEPTH"],
-        "max_aliases": config["GRAPHQL_MAX_ALIASES"],
-        "max_cost": config["GRAPHQL_MAX_COST"],
-        "budget": rules.Budget(*budget),
-    }
-    name = data.get("operationName")
-    if data.get("variables") or not parsing.cacheable(data["query"]):
-        return rules.check_limits(schema, document, values, name, list_limits=LIST_LIMITS, **limits)
-    # the usual GET: the same text, operation and limits always measure the same
-    return _check_limits_cached(data["query"], name, values is not None, **limits)
-
-
-@lru_cache(maxsize=512)
-def _check_limits_cached(text: str, operation_name, coerced: bool, **limits) -> tuple[tuple, int]:
-    schema = executable_schema()
-    document = parsing.parse_document(text)
-    values = None
-    operation = get_operation_ast(document, operation_name)
-    if coerced and operation is not None:
-        # no variables were sent: these are the operation's own defaults
-        values = get_variable_values(schema, operation.variable_definitions or (), {})
-    return rules.check_limits(
-        schema, document, values, operation_name, list_limits=LIST_LIMITS, **limits
-    )
-
-
-# -- execution ------------------------------------------------------------------------------
-
-
-def _validate(schema, text: str, introspection: bool) -> tuple:
-    """The specification's validation of a text (a short one validated once); with
-    introspection off, without suggestions ("Did you mean ...?") that would reveal the schema."""
-    if parsing.cacheable(text):
-        return _validate_cached(schema, text, introspection)
-    return _validate_text(schema, text, introspection)
-
-
-@lru_cache(maxsize=512)
-def _validate_cached(schema, text: str, introspection: bool) -> tuple:
-    return _validate_text(schema, text, introspection)
-
-
-def _validate_text(schema, text: str, introspection: bool) -> tuple:
-    document = parsing.parse_document(text)
-    specified = specified_rules if introspection else (*specified_rules, rules.NoIntrospection)
+@parsing.by_text
+def validated(text: str, introspection: bool) -> tuple:
+    """The specification's validation errors of a text; with introspection off, without
+    suggestions ("Did you mean ...?") that would reveal the schema."""
+    specified = specified_rules if introspection else (*specified_rules, NoIntrospection)
     errors = validate(
-        schema,
-        document,
+        executable_schema(),
+        parsing.parse_document(text),
         specified,
         max_errors=parsing.VALIDATION_ERRORS,
         hide_suggestions=not introspection,
@@ -186,14 +147,12 @@ def _validate_text(schema, text: str, introspection: bool) -> tuple:
     ):
         # aborted before max_errors was reached: graphql-core gave up on the document itself
         return (parsing.TooComplex("The query is too complex to validate."),)
-    return tuple(with_code(error, "GRAPHQL_VALIDATION_FAILED") for error in errors)
+    return tuple(parsing.with_code(error, "GRAPHQL_VALIDATION_FAILED") for error in errors)
 
 
 def prepare(data: dict) -> tuple:
-    """(document, executor, request errors, cost) of a request, measured once: parse, the size
-    of the variables, their coercion (once), the limits (linear in the document), then the
-    specification's validation. The cost is None for a query refused before it runs as too
-    complex: it costs nothing (rate limits count such refusals on their own)."""
+    """(document, executor, request errors, cost) of a request, once: parse, variables' size and
+    coercion, limits, validation. The cost is None for a query refused as too complex."""
     if "graphql_prepared" not in g:
         g.graphql_prepared = _prepare(data)
     return g.graphql_prepared
@@ -202,8 +161,7 @@ def prepare(data: dict) -> tuple:
 def _prepare(data: dict) -> tuple:
     if data["query"] is None:  # a persisted query's hash this service does not know
         return None, None, (), 1
-    config = current_app.config
-    schema = executable_schema()
+    schema, config, name = executable_schema(), current_app.config, data.get("operationName")
     try:
         document = parsing.parse_document(data["query"])
         parsing.check_variables(data.get("variables"))
@@ -212,7 +170,7 @@ def _prepare(data: dict) -> tuple:
     except GraphQLError as error:
         return None, None, [error], 1
     if reads_url():
-        operation = get_operation_ast(document, data.get("operationName"))
+        operation = get_operation_ast(document, name)
         if operation is not None and operation.operation != OperationType.QUERY:
             raise with_headers(
                 MethodNotAllowed("Mutations must be sent with POST."), {"Allow": "POST"}
@@ -222,39 +180,35 @@ def _prepare(data: dict) -> tuple:
         document,
         context_value=Context(get_store(), authenticate(), Batches()),
         raw_variable_values=data.get("variables") or {},
-        operation_name=data.get("operationName"),
+        operation_name=name,
         max_coercion_errors=parsing.COERCION_ERRORS,
         hide_suggestions=not config["INTROSPECTION"],
     )
     values = None if isinstance(executor, list) else executor.variable_values
-    errors, cost = check_limits(schema, document, data, ratelimit.budget(), values)
+    errors, cost = limits_of(schema, document, values, name, config, ratelimit.budget())
     if errors:
         return None, None, errors, None
-    errors = _validate(schema, data["query"], config["INTROSPECTION"])
+    errors = validated(data["query"], config["INTROSPECTION"])
     if errors:
-        if isinstance(errors[0], parsing.TooComplex):
-            return None, None, errors, None
-        # the document was measured before it was validated: an invalid one pays its estimate,
-        # so that documents made to be expensive to validate cannot be sent for 1 each
-        return None, None, errors, max(1, cost)
+        # measured before it was validated, an invalid document pays its estimate: documents
+        # made to be expensive to validate cannot be sent for 1 each
+        too_complex = isinstance(errors[0], parsing.TooComplex)
+        return None, None, errors, None if too_complex else max(1, cost)
     if isinstance(executor, list):
-        return document, executor, (), 1
+        # no such operation (a bad request), or variables that do not fit (bad user input)
+        code = "BAD_USER_INPUT" if get_operation_ast(document, name) is not None else "BAD_REQUEST"
+        return document, None, [parsing.with_code(error, code) for error in executor], 1
     answers = introspection_answers(data, executor)
-    if answers is not None and answer_key(data) in answers:
+    if answers is not None and (data["query"], data.get("operationName")) in answers:
         cost = 1  # the kept answer is reused
     return document, executor, (), cost
 
 
 def introspection_answers(data: dict, executor) -> dict | None:
-    """The kept answers of introspection queries (the same for everyone), for this request's
-    operation if it is one; None otherwise."""
+    """The app's kept introspection answers, if this request's operation is one; else None."""
     if data.get("variables") or not introspective(executor.operation):
         return None
     return services().introspection
-
-
-def answer_key(data: dict) -> tuple:
-    return data["query"], data.get("operationName")
 
 
 def rate_limit_cost() -> int | None:
@@ -266,21 +220,16 @@ def rate_limit_cost() -> int | None:
 def execute(data: dict) -> tuple[dict, bool]:
     """Run a prepared GraphQL request; returns the result and whether it was a request error."""
     document, executor, errors, cost = prepare(data)
+    persist = g.get("graphql_persist") if document is not None else None  # a valid document
+    if persist and len(data["query"].encode("utf-8", "surrogatepass")) <= PERSISTED_MAX_BYTES:
+        get_store().put_persisted(persist, data["query"], PERSISTED_KEEP)
     if errors:
-        return request_errors(errors), True
-    persist = g.get("graphql_persist")
-    if persist and len(data["query"].encode("utf-8", "surrogatepass")) <= persisted.MAX_BYTES:
-        get_store().put_persisted(persist, data["query"], persisted.KEEP)
-    if isinstance(executor, list):
-        # no such operation (a bad request), or variables that do not fit (bad user input)
-        found = get_operation_ast(document, data.get("operationName")) is not None
-        code = "BAD_USER_INPUT" if found else "BAD_REQUEST"
-        return request_errors(with_code(error, code) for error in executor), True
+        return {"errors": [format_error(error) for error in errors]}, True
     operation = executor.operation  # counted by web.metrics once answered
     name = operation.name.value if operation.name else None
     g.graphql_operation = (name, operation.operation.value, cost)
     answers = introspection_answers(data, executor)
-    key = answer_key(data)
+    key = data["query"], data.get("operationName")
     if answers is not None and key in answers:
         return answers[key], False
     result = executor.execute_operation()
@@ -290,6 +239,48 @@ def execute(data: dict) -> tuple[dict, bool]:
     if answers is not None and len(answers) < INTROSPECTION_ANSWERS:
         answers[key] = answer
     return answer, False
+
+
+def graphql_names(errors):
+    """The service's field messages keyed by their GraphQL names (min_age: minAge)."""
+    if isinstance(errors, dict):
+        return {_camel(key): graphql_names(value) for key, value in errors.items()}
+    if isinstance(errors, list):
+        return [graphql_names(item) for item in errors]
+    return errors
+
+
+def _camel(key):
+    if not isinstance(key, str) or key.startswith("_"):  # _schema: the object as a whole
+        return key
+    first, *rest = key.split("_")
+    return first + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def format_error(error: GraphQLError) -> dict:
+    """Every error gets extensions.code; a resolver's own exception text never leaves."""
+    formatted = error.formatted
+    original = unwrap_graphql_error(error)
+    if isinstance(original, ServiceError):
+        formatted["message"] = original.detail
+        extensions = {"code": original.graphql_code}
+        if original.errors:
+            named = graphql_names(original.errors)
+            if original.detail == sentence(original.errors):
+                formatted["message"] = sentence(named)
+            extensions["errors"], omitted = bounded_errors(named)
+            if omitted:
+                extensions["errors_omitted"] = omitted
+    elif original is not None:
+        log.error("resolver failed at %s", error.path, exc_info=original)
+        formatted["message"] = "Internal server error"
+        extensions = {"code": "INTERNAL_SERVER_ERROR"}
+    else:
+        extensions = dict(error.extensions or {})
+        if not extensions.get("code"):
+            extensions["code"] = "BAD_REQUEST" if error.path is None else "INTERNAL_SERVER_ERROR"
+    formatted["extensions"] = extensions
+    return formatted
 
 
 def graphql_response(body, status: int, media: str | None = None, headers=None) -> Response:
@@ -309,13 +300,12 @@ def graphql_endpoint():
     data = request_data()
     if data["query"] is None:
         # HTTP 200: Apollo's clients answer it by sending the query with its hash
-        return graphql_response(persisted.NOT_FOUND, 200, media)
+        return graphql_response(PERSISTED_NOT_FOUND, 200, media)
     result, request_error = execute(data)
+    status = 400 if request_error and media == GRAPHQL_RESPONSE else 200
     if request.args.get("unwrap") == "1" and reads_url() and "errors" not in result:
-        response = graphql_response(result["data"], 200, media)
-    else:
-        status = 400 if request_error and media == GRAPHQL_RESPONSE else 200
-        response = graphql_response(result, status, media)
+        result = result["data"]  # a request error has errors: this is a 200
+    response = graphql_response(result, status, media)
     if reads_url() and "persistedQuery" in (data.get("extensions") or {}):
         # a persisted GET is short and cacheable: an ETag, and 304 for a client that has it
         response.add_etag()
@@ -343,8 +333,5 @@ def graphql_error(error):
     entry = {"message": detail, "extensions": {"code": code}}
     if field_errors:
         entry["extensions"]["errors"] = field_errors
-    try:
-        media = response_type()
-    except NotAcceptable:
-        media = JSON
+    media = negotiate((JSON, GRAPHQL_RESPONSE)) or JSON  # JSON also for a 406
     return graphql_response({"errors": [entry]}, status, media, headers)
