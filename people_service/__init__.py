@@ -1,7 +1,5 @@
 """people-service: people, friendships and messages over REST and GraphQL; create_app wires it."""
 
-from __future__ import annotations
-
 import atexit
 import logging
 import os
@@ -42,7 +40,7 @@ def _close_apps() -> None:
         services.close()
 
 
-def create_app(config: dict | None = None) -> Flask:
+def create_app(config: dict | None = None) -> "Flask":
     """The WSGI app; `config` overrides PEOPLE_SERVICE_* settings (same names)."""
     # Flask and Ariadne are imported here, not with the package: the CLI starts without them
     from .graphql import view as graphql

@@ -1,7 +1,5 @@
 """Settings: defaults, then PEOPLE_SERVICE_* environment variables, then explicit overrides."""
 
-from __future__ import annotations
-
 import os
 import re
 

@@ -1,7 +1,5 @@
 """Credentials: API keys, users, passwords, tokens and usage; REST, GraphQL and the CLI call it."""
 
-from __future__ import annotations
-
 import hashlib
 import hmac
 import secrets

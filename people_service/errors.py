@@ -1,6 +1,6 @@
 """The one error hierarchy, in the domain's words; web/problems.py maps it to HTTP."""
 
-from __future__ import annotations
+from typing import Self
 
 
 class ServiceError(Exception):
@@ -15,7 +15,7 @@ class ServiceError(Exception):
         super().__init__(self.detail)
 
     @classmethod
-    def of_field(cls, field: str, message: str) -> ServiceError:
+    def of_field(cls, field: str, message: str) -> Self:
         """The error of one body field, worded as schemas.load words it."""
         return cls(f"{field}: {message}", errors={field: [message]})
 

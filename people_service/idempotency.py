@@ -1,7 +1,5 @@
 """Idempotency-Key: a retried POST replays its first answer instead of acting twice."""
 
-from __future__ import annotations
-
 import hashlib
 import json
 import time

@@ -1,7 +1,5 @@
 """Logging: one line per record whatever a client sent, to stderr through a bounded queue."""
 
-from __future__ import annotations
-
 import atexit
 import contextlib
 import logging

@@ -1,7 +1,5 @@
 """Passwords: what a new one must be (NIST SP 800-63B rev 4), and how they are hashed."""
 
-from __future__ import annotations
-
 import functools
 import secrets
 from pathlib import Path

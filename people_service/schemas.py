@@ -1,7 +1,5 @@
 """Marshmallow schemas: every input rule of REST, GraphQL, the CLI and the OpenAPI document."""
 
-from __future__ import annotations
-
 import re
 
 from marshmallow import EXCLUDE, RAISE, Schema, ValidationError, fields, validate, validates_schema

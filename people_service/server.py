@@ -1,7 +1,5 @@
 """Serving the app with waitress, in one process or in several that share one port."""
 
-from __future__ import annotations
-
 import atexit
 import glob
 import logging

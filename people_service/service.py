@@ -1,7 +1,5 @@
 """The operations on people, friendships and messages: validation, rules and transactions."""
 
-from __future__ import annotations
-
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass

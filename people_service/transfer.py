@@ -1,7 +1,5 @@
 """Bulk transfer: people in and out of the demo file's JSON format, and whole-database copies."""
 
-from __future__ import annotations
-
 import json
 from pathlib import Path
 

@@ -1,7 +1,5 @@
 """Request counts and last use per key or user, kept in memory and flushed every few seconds."""
 
-from __future__ import annotations
-
 import logging
 import threading
 import time

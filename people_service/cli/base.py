@@ -1,7 +1,5 @@
 """What every people-service command shares: the group, --db, opening the store, errors."""
 
-from __future__ import annotations
-
 import os
 import shlex
 

@@ -1,7 +1,5 @@
 """The people-service commands: keys, users, init-db, import, export, migrate and serve."""
 
-from __future__ import annotations
-
 import errno
 import json
 import sys

@@ -1,7 +1,5 @@
 """Per-request batching of GraphQL field loads, one store call per field and level of a query."""
 
-from __future__ import annotations
-
 from collections import defaultdict
 
 

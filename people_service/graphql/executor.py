@@ -1,7 +1,5 @@
 """A graphql-core executor that completes objects of plain scalar fields without per-field work."""
 
-from __future__ import annotations
-
 from graphql import GraphQLNonNull, GraphQLObjectType, get_nullable_type, is_leaf_type
 from graphql.execution.executor import Executor
 

@@ -1,7 +1,5 @@
 """The GraphQL explorer page a browser gets from GET /graphql: GraphQL Playground or GraphiQL."""
 
-from __future__ import annotations
-
 from flask import current_app, render_template, request
 
 from ..web import services

@@ -1,7 +1,5 @@
 """GraphQL limits of a document (depth, aliases, cost), measured in linear time before it runs."""
 
-from __future__ import annotations
-
 from graphql import (
     FieldNode,
     FragmentDefinitionNode,

@@ -1,7 +1,5 @@
 """Parsing a GraphQL document within its size, token and nesting limits, once per text."""
 
-from __future__ import annotations
-
 from functools import lru_cache, wraps
 
 from graphql import FieldNode, GraphQLError, GraphQLSyntaxError, Source, parse

@@ -1,7 +1,5 @@
 """The executable GraphQL schema: schema.graphql bound to resolvers calling the service layer."""
 
-from __future__ import annotations
-
 from functools import cache, partial, wraps
 from operator import itemgetter
 from pathlib import Path

@@ -1,8 +1,6 @@
 """The /graphql endpoint, following the GraphQL-over-HTTP specification; its errors have
 extensions.code and no internals."""
 
-from __future__ import annotations
-
 import hashlib
 import logging
 import re

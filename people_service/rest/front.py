@@ -1,7 +1,5 @@
 """The front page and the API documentation: HTML for browsers, JSON for programs."""
 
-from __future__ import annotations
-
 from flask import Blueprint, current_app, render_template, request, url_for
 
 from ..web.jsonio import json_response

@@ -1,7 +1,5 @@
 """REST resources for messages, which are private to their sender."""
 
-from __future__ import annotations
-
 from flask import Blueprint, request, url_for
 
 from .. import schemas, service

@@ -1,7 +1,5 @@
 """The OpenAPI 3.1 document, generated from the routes and the marshmallow schemas."""
 
-from __future__ import annotations
-
 import re
 from importlib.metadata import PackageNotFoundError, version
 

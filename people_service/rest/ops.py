@@ -1,7 +1,5 @@
 """Operational endpoints: health, the OpenAPI document, and who the caller is."""
 
-from __future__ import annotations
-
 from flask import Blueprint, current_app, request
 
 from .. import service

@@ -1,7 +1,5 @@
 """Query strings of REST views: only the parameters a view documents, each given once."""
 
-from __future__ import annotations
-
 import functools
 
 from flask import Blueprint, current_app, request

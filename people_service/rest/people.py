@@ -1,7 +1,5 @@
 """REST resources for people and their friendships."""
 
-from __future__ import annotations
-
 from urllib.parse import urlencode
 
 from flask import Blueprint, request, url_for

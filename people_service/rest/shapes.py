@@ -1,7 +1,5 @@
 """The shapes of REST answers, for the OpenAPI document (the service builds the answers)."""
 
-from __future__ import annotations
-
 from marshmallow import Schema, fields, validate
 
 from .. import schemas

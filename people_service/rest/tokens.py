@@ -1,7 +1,5 @@
 """The login handshake: a username and password for a bearer token."""
 
-from __future__ import annotations
-
 import threading
 
 from flask import Blueprint, current_app, request

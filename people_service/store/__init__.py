@@ -1,7 +1,5 @@
 """The data-access layer: every SQL statement, behind one narrow interface with two backends."""
 
-from __future__ import annotations
-
 import re
 
 from .base import Store

@@ -1,7 +1,5 @@
 """The store's one interface: every query of the service, composed from one mixin per job."""
 
-from __future__ import annotations
-
 import sqlite3
 from contextlib import contextmanager
 

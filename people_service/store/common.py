@@ -1,7 +1,5 @@
 """Time and text helpers that every store module shares."""
 
-from __future__ import annotations
-
 import time
 from datetime import UTC, datetime
 

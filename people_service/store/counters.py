@@ -1,7 +1,5 @@
 """The `limits` storage of the sqlite:// scheme: counters every process of a machine shares."""
 
-from __future__ import annotations
-
 import fcntl
 import hashlib
 import itertools

@@ -1,7 +1,5 @@
 """API keys and users: their hashes, scopes, limits and usage counts."""
 
-from __future__ import annotations
-
 from ..errors import Conflict
 from .common import insert, now_iso
 from .schema import KEY_COLUMNS, USER_COLUMNS

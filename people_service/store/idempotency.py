@@ -1,8 +1,6 @@
 """What repeated requests are answered from: first answers to an Idempotency-Key (kept for a
 day) and persisted GraphQL documents by their SHA-256, shared by every process."""
 
-from __future__ import annotations
-
 from .common import now_iso
 
 

@@ -1,7 +1,5 @@
 """Messages: stored with their sender, read back only by it (or an admin)."""
 
-from __future__ import annotations
-
 from ..errors import Conflict, NotFound
 from .common import insert, now_iso
 from .schema import MESSAGE_COLUMNS

@@ -1,7 +1,5 @@
 """People and friendships: the SQL of the people endpoints and of GraphQL's batched loads."""
 
-from __future__ import annotations
-
 from functools import partialmethod
 
 from ..errors import Conflict, NotFound

@@ -1,7 +1,5 @@
 """The PostgreSQL store: a connection pool, row locks and its own dialect."""
 
-from __future__ import annotations
-
 import functools
 import re
 import secrets

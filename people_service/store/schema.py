@@ -1,7 +1,5 @@
 """The tables: their columns, and the migrations both backends run to make them."""
 
-from __future__ import annotations
-
 PERSON_COLUMNS = "id, name, age, email, street, city, country"
 MESSAGE_COLUMNS = "id, person_id, sender, content, created_at"
 USER_COLUMNS = "id, username, scopes, rate_limit, created_at, last_used, request_count, disabled_at"

@@ -1,7 +1,5 @@
 """The SQLite store: connections, transactions, and the files it keeps."""
 
-from __future__ import annotations
-
 import json
 import os
 import secrets

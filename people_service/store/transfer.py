@@ -1,7 +1,5 @@
 """Bulk transfer: import and export of people, and copying every table to another database."""
 
-from __future__ import annotations
-
 from ..errors import Conflict
 from .common import insert, now_iso
 from .people import WRITTEN

@@ -1,7 +1,5 @@
 """The HTTP layer: request plumbing, callers, rate limits and the services one app holds."""
 
-from __future__ import annotations
-
 from dataclasses import dataclass, field
 
 from flask import current_app

@@ -1,7 +1,5 @@
 """Who calls this request: credentials from the headers, checked once, and the scope checks."""
 
-from __future__ import annotations
-
 import functools
 
 from flask import current_app, g, request

@@ -1,7 +1,5 @@
 """Cross-origin requests from the pages of other sites (flask-cors), off unless CORS_ORIGINS."""
 
-from __future__ import annotations
-
 import re
 
 from flask import current_app, request

@@ -1,7 +1,5 @@
 """JSON in and out: strict parsing of request bodies and compact UTF-8 answers."""
 
-from __future__ import annotations
-
 import json
 import sys
 from decimal import Decimal

@@ -1,7 +1,5 @@
 """Per-request plumbing of every blueprint: request ids, method override and the access log."""
 
-from __future__ import annotations
-
 import logging
 import re
 import time

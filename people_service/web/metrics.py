@@ -1,7 +1,5 @@
 """Prometheus metrics (prometheus-client): requests, latency, GraphQL operations, refusals."""
 
-from __future__ import annotations
-
 import os
 import re
 import threading

@@ -1,7 +1,5 @@
 """Content negotiation on the Accept header, comparing media types without their parameters."""
 
-from __future__ import annotations
-
 from functools import lru_cache
 
 from flask import request

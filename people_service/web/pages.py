@@ -1,7 +1,5 @@
 """HTML pages: the browser assets the service serves itself and the headers every page carries."""
 
-from __future__ import annotations
-
 import hashlib
 import json
 from functools import cache

@@ -1,7 +1,5 @@
 """Errors as HTTP answers: any exception becomes an RFC 9457 problem document or stays hidden."""
 
-from __future__ import annotations
-
 import logging
 from http import HTTPStatus
 

@@ -1,7 +1,5 @@
 """Rate limits through flask-limiter: one budget per caller (key, user or address) for the API."""
 
-from __future__ import annotations
-
 import hashlib
 import math
 import time
