@@ -13,7 +13,8 @@ from people_service import credentials
 from people_service.cli import cli as command_group
 from people_service.cli import main
 from people_service.cli.commands import table
-from people_service.store import SQLiteStore, open_store
+from people_service.store import open_store
+from people_service.store.credentials import CredentialStore
 
 from .conftest import ACTIVE, ROOT, SECRET, ServerProcess, cli, database
 
@@ -185,7 +186,7 @@ def test_any_other_error_is_one_line_without_its_class_name(
     def fail(store):
         raise error
 
-    monkeypatch.setattr(SQLiteStore, "list_keys", fail)
+    monkeypatch.setattr(CredentialStore, "list_keys", fail)  # both backends' method
     db = database(tmp_path)
     assert run("init-db", db=db).exit_code == 0
     status, err = one_line_error(capsys, "keys", "list", "--db", db)
