@@ -64,19 +64,6 @@ def reads_url() -> bool:
     return request.method in ("GET", "HEAD")
 
 
-def request_data() -> dict:
-    """The GraphQL request of this HTTP request, once (a persisted query's text None if unknown)."""
-    if "graphql_request" not in g:
-        data = _read_request()
-        digest = persisted_digest(data)
-        if digest is not None and data.get("query") is None:
-            data["query"] = get_store().get_persisted(digest)
-        elif digest is not None:
-            g.graphql_persist = digest  # stored once the document proves valid
-        g.graphql_request = data
-    return g.graphql_request
-
-
 def persisted_digest(data: dict) -> str | None:
     """The SHA-256 (hex) of an automatic persisted query's request, None for other requests;
     raises BadRequest for another version, a malformed hash, or one not of the query."""
@@ -148,11 +135,18 @@ def validated(text: str, introspection: bool) -> tuple:
     return tuple(parsing.with_code(error, "GRAPHQL_VALIDATION_FAILED") for error in errors)
 
 
-def prepare(data: dict) -> tuple:
-    """(document, executor, request errors, cost) of a request, once: parse, variables' size and
-    coercion, limits, validation. The cost is None for a query refused as too complex."""
+def prepared() -> tuple:
+    """(request, document, executor, request errors, cost) of this request, once: read, a
+    persisted query looked up (its text None if unknown), parse, variables' size and coercion,
+    limits, validation. The cost is None for a query refused as too complex."""
     if "graphql_prepared" not in g:
-        g.graphql_prepared = _prepare(data)
+        data = _read_request()
+        digest = persisted_digest(data)
+        if digest is not None and data.get("query") is None:
+            data["query"] = get_store().get_persisted(digest)
+        elif digest is not None:
+            g.graphql_persist = digest  # stored once the document proves valid
+        g.graphql_prepared = (data, *_prepare(data))
     return g.graphql_prepared
 
 
@@ -212,12 +206,12 @@ def introspection_answers(data: dict, executor) -> dict | None:
 def rate_limit_cost() -> int | None:
     """What the rate limit charges this request (web.ratelimit asks, once authenticated)."""
     response_type()  # a request answered 406 costs 1, as any other error
-    return prepare(request_data())[3]
+    return prepared()[4]
 
 
-def execute(data: dict) -> tuple[dict, bool]:
-    """Run a prepared GraphQL request; returns the result and whether it was a request error."""
-    document, executor, errors, cost = prepare(data)
+def execute() -> tuple[dict, bool]:
+    """Run this GraphQL request; returns the result and whether it was a request error."""
+    data, document, executor, errors, cost = prepared()
     persist = g.get("graphql_persist") if document is not None else None  # a valid document
     if persist and len(data["query"].encode("utf-8", "surrogatepass")) <= PERSISTED_MAX_BYTES:
         get_store().put_persisted(persist, data["query"], PERSISTED_KEEP)
@@ -295,11 +289,11 @@ def graphql_endpoint():
         raise BadRequest("Send a query: GET /graphql?query={...} or POST a JSON body.")
     media = response_type()
     authenticate()
-    data = request_data()
+    data = prepared()[0]
     if data["query"] is None:
         # HTTP 200: Apollo's clients answer it by sending the query with its hash
         return graphql_response(PERSISTED_NOT_FOUND, 200, media)
-    result, request_error = execute(data)
+    result, request_error = execute()
     status = 400 if request_error and media == GRAPHQL_RESPONSE else 200
     if request.args.get("unwrap") == "1" and reads_url() and "errors" not in result:
         result = result["data"]  # a request error has errors: this is a 200
