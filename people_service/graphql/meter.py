@@ -92,9 +92,7 @@ def introspective(operation) -> bool:
 
 
 class Meter:
-    """Depth, aliases and cost of a document's operations, each walk linear (fragments measured
-    once, counts saturated). Depth skips introspection fields (MaxIntrospectionDepthRule bounds
-    them); cost counts the objects that can come back with the values that will run."""
+    """Depth, aliases and cost of a document's operations, each walk linear."""
 
     def __init__(self, schema, document, values, operation_name):
         self.schema = schema
@@ -268,8 +266,7 @@ class Meter:
 def limits_of(
     schema, document, values, operation_name, config, budget
 ) -> tuple[tuple[GraphQLError, ...], int]:
-    """(errors, price): the limits of `config` a document breaks, and what its running operation
-    is charged (0: nothing runs); `budget` is the caller's (smallest window, limit)."""
+    """(errors, price) of a document; `budget` is the caller's (smallest window, limit)."""
     max_depth, max_aliases = config["GRAPHQL_MAX_DEPTH"], config["GRAPHQL_MAX_ALIASES"]
     max_cost = config["GRAPHQL_MAX_COST"]
     meter = Meter(schema, document, values, operation_name)

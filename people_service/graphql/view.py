@@ -1,5 +1,4 @@
-"""The /graphql endpoint, following the GraphQL-over-HTTP specification; its errors have
-extensions.code and no internals."""
+"""The /graphql endpoint, following the GraphQL-over-HTTP specification."""
 
 import hashlib
 import logging
@@ -65,8 +64,7 @@ def reads_url() -> bool:
 
 
 def persisted_digest(data: dict) -> str | None:
-    """The SHA-256 (hex) of an automatic persisted query's request, None for other requests;
-    raises BadRequest for another version, a malformed hash, or one not of the query."""
+    """The SHA-256 of an automatic persisted query, or None; BadRequest if malformed."""
     persisted = (data.get("extensions") or {}).get("persistedQuery")
     if persisted is None:
         return None
@@ -117,8 +115,7 @@ def _read_request() -> dict:
 
 @parsing.by_text
 def validated(text: str, introspection: bool) -> tuple:
-    """The specification's validation errors of a text; with introspection off, without
-    suggestions ("Did you mean ...?") that would reveal the schema."""
+    """Validation errors of a text; without introspection, no suggestions naming the schema."""
     specified = specified_rules if introspection else (*specified_rules, NoIntrospection)
     errors = validate(
         executable_schema(),
@@ -136,9 +133,7 @@ def validated(text: str, introspection: bool) -> tuple:
 
 
 def prepared() -> tuple:
-    """(request, document, executor, request errors, cost) of this request, once: read, a
-    persisted query looked up (its text None if unknown), parse, variables' size and coercion,
-    limits, validation. The cost is None for a query refused as too complex."""
+    """(request, document, executor, request errors, cost or None if too complex), once."""
     if "graphql_prepared" not in g:
         data = _read_request()
         digest = persisted_digest(data)
