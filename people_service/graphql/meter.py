@@ -104,8 +104,7 @@ class Meter:
         self.running = get_operation_ast(document, operation_name)  # None: nothing will run
         self.values = values  # None: the variables did not coerce, nothing will run
         self._roots = {schema.query_type, schema.mutation_type} - {None}
-        self._measured: dict = {}  # fragments' measures
-        self._introspection: dict = {}
+        self._measured: dict = {}  # fragments' and introspection selections' measures
 
     def _once(self, key, empty, measure, *args):
         """`measure(*args)`, once per key; `empty` while it is measured (a fragment cycle)."""
@@ -234,10 +233,9 @@ class Meter:
         if nesting > MAX_NESTING:
             raise TooComplex(NESTED_TOO_DEEPLY)
         key = (id(node.selection_set), kind, id(value))
-        found = self._introspection.get(key)
-        if found is not None:
-            return 0 if found is _BUSY else found
-        self._introspection[key] = _BUSY
+        return self._once(key, 0, self._introspected, node, kind, value, nesting)
+
+    def _introspected(self, node, kind: str, value, nesting: int) -> int:
         total = 0
         for child in node.selection_set.selections:
             if self._skipped(child, True):
@@ -259,8 +257,7 @@ class Meter:
                     total += self._introspect(child, kind, value, nesting + 1)
             if total >= CEILING:
                 break
-        self._introspection[key] = min(total, CEILING)
-        return self._introspection[key]
+        return min(total, CEILING)
 
 
 def limits_of(
