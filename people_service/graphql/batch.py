@@ -9,8 +9,7 @@ def path_key(path) -> tuple:
 
 
 class Batches:
-    """Loads a field for every object at one response path in one call, once per request (an
-    alias or a fragment spread twice asks once); never for objects at other paths."""
+    """Loads a field for every object at one response path in one call, once per request."""
 
     def __init__(self):
         self._objects: dict[tuple, list[dict]] = defaultdict(list)

@@ -7,9 +7,7 @@ _SLOW = object()
 
 
 class LeafExecutor(Executor):
-    """graphql-core's executor, building an object whose selected fields are scalars read from
-    a dict (no resolver, arguments, @defer or middleware) in one loop instead of a ResolveInfo,
-    Path and completion per field. Anything unusual falls back to the standard path."""
+    """graphql-core's executor, completing an object of plain dict scalars in one loop."""
 
     _plans: dict = {}  # (type, response names) -> [(response name, field, serialize, non-null)]
 

@@ -49,8 +49,7 @@ def _relative(url: str) -> str:
 
 
 def explorer_response():
-    """The explorer page (rendered once per app, assets from EXPLORER_CDN or this server), or
-    None with EXPLORER=none."""
+    """The explorer page (rendered once per app), or None with EXPLORER=none."""
     explorer, cdn = current_app.config["EXPLORER"], current_app.config["EXPLORER_CDN"]
     if explorer not in EXPLORERS:
         return None

@@ -92,9 +92,7 @@ def introspective(operation) -> bool:
 
 
 class Meter:
-    """Depth, aliases and cost of a document's operations, each walk linear (fragments measured
-    once, counts saturated). Depth skips introspection fields (MaxIntrospectionDepthRule bounds
-    them); cost counts the objects that can come back with the values that will run."""
+    """Depth, aliases and cost of a document's operations, each walk linear."""
 
     def __init__(self, schema, document, values, operation_name):
         self.schema = schema
@@ -106,8 +104,7 @@ class Meter:
         self.running = get_operation_ast(document, operation_name)  # None: nothing will run
         self.values = values  # None: the variables did not coerce, nothing will run
         self._roots = {schema.query_type, schema.mutation_type} - {None}
-        self._measured: dict = {}  # fragments' measures
-        self._introspection: dict = {}
+        self._measured: dict = {}  # fragments' and introspection selections' measures
 
     def _once(self, key, empty, measure, *args):
         """`measure(*args)`, once per key; `empty` while it is measured (a fragment cycle)."""
@@ -236,10 +233,9 @@ class Meter:
         if nesting > MAX_NESTING:
             raise TooComplex(NESTED_TOO_DEEPLY)
         key = (id(node.selection_set), kind, id(value))
-        found = self._introspection.get(key)
-        if found is not None:
-            return 0 if found is _BUSY else found
-        self._introspection[key] = _BUSY
+        return self._once(key, 0, self._introspected, node, kind, value, nesting)
+
+    def _introspected(self, node, kind: str, value, nesting: int) -> int:
         total = 0
         for child in node.selection_set.selections:
             if self._skipped(child, True):
@@ -261,15 +257,13 @@ class Meter:
                     total += self._introspect(child, kind, value, nesting + 1)
             if total >= CEILING:
                 break
-        self._introspection[key] = min(total, CEILING)
-        return self._introspection[key]
+        return min(total, CEILING)
 
 
 def limits_of(
     schema, document, values, operation_name, config, budget
 ) -> tuple[tuple[GraphQLError, ...], int]:
-    """(errors, price): the limits of `config` a document breaks, and what its running operation
-    is charged (0: nothing runs); `budget` is the caller's (smallest window, limit)."""
+    """(errors, price) of a document; `budget` is the caller's (smallest window, limit)."""
     max_depth, max_aliases = config["GRAPHQL_MAX_DEPTH"], config["GRAPHQL_MAX_ALIASES"]
     max_cost = config["GRAPHQL_MAX_COST"]
     meter = Meter(schema, document, values, operation_name)

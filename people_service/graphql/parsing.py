@@ -54,8 +54,7 @@ def by_text(function):
 
 @by_text
 def parse_document(text: str):
-    """A parsed document; raises TooComplex over the size, token, comment, nesting or field
-    limit, a GRAPHQL_PARSE_FAILED error for other syntax errors."""
+    """A parsed document; raises TooComplex over a limit, GRAPHQL_PARSE_FAILED otherwise."""
     if len(text.encode("utf-8", "surrogatepass")) > MAX_QUERY_BYTES:
         raise TooComplex(f"The query is longer than {MAX_QUERY_BYTES // 1024} KiB.")
     try:

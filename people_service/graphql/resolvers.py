@@ -49,8 +49,7 @@ class Context(NamedTuple):
 
 
 def guarded(root, field: str, scope: str):
-    """Binds a root field that needs `scope`: without it, a FORBIDDEN field error. graphql-core
-    runs mutation fields one after another, so answers loaded before one are dropped first."""
+    """Binds a root field that needs `scope` (else FORBIDDEN); a mutation drops loaded answers."""
 
     def decorate(resolver):
         @root.field(field)

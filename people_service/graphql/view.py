@@ -1,5 +1,4 @@
-"""The /graphql endpoint, following the GraphQL-over-HTTP specification; its errors have
-extensions.code and no internals."""
+"""The /graphql endpoint, following the GraphQL-over-HTTP specification."""
 
 import hashlib
 import logging
@@ -64,22 +63,8 @@ def reads_url() -> bool:
     return request.method in ("GET", "HEAD")
 
 
-def request_data() -> dict:
-    """The GraphQL request of this HTTP request, once (a persisted query's text None if unknown)."""
-    if "graphql_request" not in g:
-        data = _read_request()
-        digest = persisted_digest(data)
-        if digest is not None and data.get("query") is None:
-            data["query"] = get_store().get_persisted(digest)
-        elif digest is not None:
-            g.graphql_persist = digest  # stored once the document proves valid
-        g.graphql_request = data
-    return g.graphql_request
-
-
 def persisted_digest(data: dict) -> str | None:
-    """The SHA-256 (hex) of an automatic persisted query's request, None for other requests;
-    raises BadRequest for another version, a malformed hash, or one not of the query."""
+    """The SHA-256 of an automatic persisted query, or None; BadRequest if malformed."""
     persisted = (data.get("extensions") or {}).get("persistedQuery")
     if persisted is None:
         return None
@@ -130,8 +115,7 @@ def _read_request() -> dict:
 
 @parsing.by_text
 def validated(text: str, introspection: bool) -> tuple:
-    """The specification's validation errors of a text; with introspection off, without
-    suggestions ("Did you mean ...?") that would reveal the schema."""
+    """Validation errors of a text; without introspection, no suggestions naming the schema."""
     specified = specified_rules if introspection else (*specified_rules, NoIntrospection)
     errors = validate(
         executable_schema(),
@@ -148,11 +132,16 @@ def validated(text: str, introspection: bool) -> tuple:
     return tuple(parsing.with_code(error, "GRAPHQL_VALIDATION_FAILED") for error in errors)
 
 
-def prepare(data: dict) -> tuple:
-    """(document, executor, request errors, cost) of a request, once: parse, variables' size and
-    coercion, limits, validation. The cost is None for a query refused as too complex."""
+def prepared() -> tuple:
+    """(request, document, executor, request errors, cost or None if too complex), once."""
     if "graphql_prepared" not in g:
-        g.graphql_prepared = _prepare(data)
+        data = _read_request()
+        digest = persisted_digest(data)
+        if digest is not None and data.get("query") is None:
+            data["query"] = get_store().get_persisted(digest)
+        elif digest is not None:
+            g.graphql_persist = digest  # stored once the document proves valid
+        g.graphql_prepared = (data, *_prepare(data))
     return g.graphql_prepared
 
 
@@ -212,12 +201,12 @@ def introspection_answers(data: dict, executor) -> dict | None:
 def rate_limit_cost() -> int | None:
     """What the rate limit charges this request (web.ratelimit asks, once authenticated)."""
     response_type()  # a request answered 406 costs 1, as any other error
-    return prepare(request_data())[3]
+    return prepared()[4]
 
 
-def execute(data: dict) -> tuple[dict, bool]:
-    """Run a prepared GraphQL request; returns the result and whether it was a request error."""
-    document, executor, errors, cost = prepare(data)
+def execute() -> tuple[dict, bool]:
+    """Run this GraphQL request; returns the result and whether it was a request error."""
+    data, document, executor, errors, cost = prepared()
     persist = g.get("graphql_persist") if document is not None else None  # a valid document
     if persist and len(data["query"].encode("utf-8", "surrogatepass")) <= PERSISTED_MAX_BYTES:
         get_store().put_persisted(persist, data["query"], PERSISTED_KEEP)
@@ -295,11 +284,11 @@ def graphql_endpoint():
         raise BadRequest("Send a query: GET /graphql?query={...} or POST a JSON body.")
     media = response_type()
     authenticate()
-    data = request_data()
+    data = prepared()[0]
     if data["query"] is None:
         # HTTP 200: Apollo's clients answer it by sending the query with its hash
         return graphql_response(PERSISTED_NOT_FOUND, 200, media)
-    result, request_error = execute(data)
+    result, request_error = execute()
     status = 400 if request_error and media == GRAPHQL_RESPONSE else 200
     if request.args.get("unwrap") == "1" and reads_url() and "errors" not in result:
         result = result["data"]  # a request error has errors: this is a 200

@@ -56,8 +56,7 @@ def doc(
     auth: bool = True,
     tag: str = "people",
 ):
-    """Describe a view for the OpenAPI document (named after it): `ok` maps success statuses to
-    (description, schema or None, header names); `errors` adds statuses to the implied ones."""
+    """Describe a view for the OpenAPI document: `ok` maps statuses to (text, schema, headers)."""
     meta = dict(locals())
 
     def mark(view):

@@ -21,8 +21,7 @@ SHOWN = 10  # names listed in one answer: a hostile query string cannot make it 
 
 @functools.cache
 def accepted(view) -> frozenset[str]:
-    """The query parameters of a view: the fields of the query schema its @doc names (the
-    OpenAPI document lists the same), none without one."""
+    """The query parameters of a view: the fields of the query schema its @doc names."""
     schema = getattr(view, "apidoc", {}).get("query")
     return frozenset(schema().load_fields) if schema else frozenset()
 
@@ -59,6 +58,5 @@ def _check_request() -> None:
 
 
 def strict_query(bp: Blueprint) -> None:
-    """Refuse unknown and repeated query parameters on every route of `bp` (HEAD and OPTIONS
-    too: they are checked as GET is)."""
+    """Refuse unknown and repeated query parameters on every route of `bp`."""
     bp.before_request(_check_request)

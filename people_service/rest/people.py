@@ -27,8 +27,7 @@ EMPTY = (None, "")
 
 
 def if_match():
-    """If-Match (strong) and If-None-Match (weak) as a precondition on the current person of a
-    write (RFC 9110 13.1), None without either."""
+    """If-Match and If-None-Match as a precondition on a write's current person, or None."""
     match, none_match = "If-Match" in request.headers, "If-None-Match" in request.headers
     if not match and not none_match:
         return None
@@ -46,8 +45,7 @@ def if_match():
 
 
 def idempotent(store, what: str, data, action):
-    """`action() -> (status, body)` run once per caller, Idempotency-Key and request;
-    returns (status, body, headers)."""
+    """`action() -> (status, body)` run once per Idempotency-Key; (status, body, headers)."""
     key = request.headers.get("Idempotency-Key")
     request_print = idempotency.fingerprint(what, data)
     status, body, replayed = idempotency.idempotent(

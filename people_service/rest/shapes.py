@@ -11,17 +11,15 @@ class AddressOutSchema(Schema):
     country = fields.String(required=True, allow_none=True)
 
 
-class PersonOutSchema(Schema):
-    id = fields.String(required=True, metadata={"example": "17"})
-    name = fields.String(required=True)
-    age = fields.Integer(required=True, allow_none=True)
-    email = fields.String(required=True, allow_none=True)
-    address = fields.Nested(AddressOutSchema, required=True)
-
-
 class PersonEntrySchema(Schema):
     id = fields.String(required=True, metadata={"example": "17"})
     name = fields.String(required=True)
+
+
+class PersonOutSchema(PersonEntrySchema):
+    age = fields.Integer(required=True, allow_none=True)
+    email = fields.String(required=True, allow_none=True)
+    address = fields.Nested(AddressOutSchema, required=True)
 
 
 class MessageOutSchema(Schema):
