@@ -51,8 +51,7 @@ def _resolve() -> Caller | None:
 
 
 def current_caller() -> Caller | None:
-    """The caller of this request (resolved once), None without credentials; raises
-    Unauthorized for credentials that are present but wrong."""
+    """The caller (resolved once), None without credentials; Unauthorized for wrong ones."""
     state = g._get_current_object()  # one proxy lookup: this runs several times per request
     try:
         caller = state.caller
