@@ -315,9 +315,9 @@ def migrate(database, target):
     click.echo(f"migrated {summary}; counts checked", err=True)
 
 
-def number(name: str, default: int, help: str, low: int = 1, high: int | None = None):
+def number(name: str, default: int, help: str, high: int | None = None):
     return click.option(
-        name, type=click.IntRange(low, high), default=default, show_default=True, help=help
+        name, type=click.IntRange(1, high), default=default, show_default=True, help=help
     )
 
 

@@ -62,6 +62,7 @@ def init_app(app, *, unlimited=frozenset(), handshake=frozenset()) -> Limiter:
     address, and per address and username); a view's `rate_limit_cost()` prices its request."""
     config = app.config
     prefix = config["RATE_LIMIT_PREFIX"]
+    ids = [prefix] if prefix else []  # what flask-limiter puts before a counter's key
 
     def caller():
         return None if request.endpoint in handshake else peek_caller()
@@ -103,17 +104,14 @@ def init_app(app, *, unlimited=frozenset(), handshake=frozenset()) -> Limiter:
             f"{breached.remaining} left; retry after the Retry-After seconds, or ask for less."
         )
 
-    def args(counter: str, scope: str = SCOPE) -> list[str]:
-        return [prefix, counter, scope] if prefix else [counter, scope]
-
     def short(written: str, counter: str, scope=SCOPE, charge=False, cost=1):
         """The first window of `written` without room for `cost`, or None; `charge`: take it."""
         room = limiter.limiter.hit if charge else limiter.limiter.test
         windows = parse_many(written)
-        return next((i for i in windows if not room(i, *args(counter, scope), cost=cost)), None)
+        return next((i for i in windows if not room(i, *ids, counter, scope, cost=cost)), None)
 
     def refusal(item, counter: str, detail: str, scope: str = SCOPE) -> RateLimited:
-        reset, remaining = limiter.limiter.get_window_stats(item, *args(counter, scope))
+        reset, remaining = limiter.limiter.get_window_stats(item, *ids, counter, scope)
         headers = {"Retry-After": str(max(1, math.ceil(reset - time.time())))}
         if scope == SCOPE:  # else flask-limiter's headers describe the address's window
             headers["X-RateLimit-Limit"] = str(item.amount)
