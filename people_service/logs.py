@@ -69,11 +69,11 @@ class OneLineFormatter(logging.Formatter):
     """The message escaped, a traceback indented below it; access lines are the message alone."""
 
     def __init__(self):
-        super().__init__("%(levelname)s %(name)s [%(request_id)s]: %(message)s")
+        fmt = "%(levelname)s %(name)s [%(request_id)s]: %(message)s"
+        super().__init__(fmt, defaults={"request_id": "-"})
 
     def format(self, record: logging.LogRecord) -> str:
         record.message = escape(record.getMessage())
-        record.__dict__.setdefault("request_id", "-")
         text = record.message if record.name == ACCESS else self.formatMessage(record)
         if record.exc_info and not record.exc_text:
             record.exc_text = self.formatException(record.exc_info)

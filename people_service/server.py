@@ -1,6 +1,7 @@
 """Serving the app with waitress, in one process or in several that share one port."""
 
 import atexit
+import contextlib
 import glob
 import logging
 import os
@@ -43,19 +44,16 @@ def listen(host: str, port: int, count: int) -> list[socket.socket]:
         probe.bind(address)
         address = probe.getsockname()  # port 0: the port the system chose
     sockets: list[socket.socket] = []
-    try:
+    with contextlib.ExitStack() as opened:  # all closed if one fails
         for _ in range(count):
-            sock = socket.socket(family, kind, proto)
+            sock = opened.enter_context(socket.socket(family, kind, proto))
             sockets.append(sock)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             if count > 1:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
             sock.bind(address)
             sock.listen(1024)
-    except OSError:
-        for sock in sockets:
-            sock.close()
-        raise
+        opened.pop_all()
     return sockets
 
 

@@ -19,8 +19,7 @@ def challenge(error: str | None = None) -> dict:
 
 
 def _resolve() -> Caller | None:
-    ext = services()
-    headers = request.headers
+    ext, headers = services(), request.headers
     key = headers.get("X-API-Key")
     if key is not None:
         caller = credentials.caller_from_key(ext.store, key.strip())
