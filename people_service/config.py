@@ -79,8 +79,7 @@ def load(overrides: dict | None = None, environ=None) -> dict:
         raw = environ.get(PREFIX + name)
         if raw is not None:
             config[name] = _parse(name, raw, default)
-    for name, value in (overrides or {}).items():
-        config[name] = value
+    config.update(overrides or {})
     check(config)
     return config
 

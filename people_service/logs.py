@@ -28,8 +28,7 @@ _REDACTED = "[redacted]"
 
 
 def logged_url(path: str, query: bytes = b"") -> str:
-    """The URL of a request as its access line shows it: one field, at most MAX_URL characters
-    (cut between words), without credentials."""
+    """The URL as the access line shows it: one field, at most MAX_URL long, no credentials."""
     url = quote(path[: MAX_URL + 1], safe=_URL_SAFE)  # the path is decoded: "%" is encoded
     if query:
         url += "?" + quote(query[: MAX_URL + 1], safe=_URL_SAFE + "%?")  # as it was sent
@@ -70,11 +69,11 @@ class OneLineFormatter(logging.Formatter):
     """The message escaped, a traceback indented below it; access lines are the message alone."""
 
     def __init__(self):
-        super().__init__("%(levelname)s %(name)s [%(request_id)s]: %(message)s")
+        fmt = "%(levelname)s %(name)s [%(request_id)s]: %(message)s"
+        super().__init__(fmt, defaults={"request_id": "-"})
 
     def format(self, record: logging.LogRecord) -> str:
         record.message = escape(record.getMessage())
-        record.__dict__.setdefault("request_id", "-")
         text = record.message if record.name == ACCESS else self.formatMessage(record)
         if record.exc_info and not record.exc_text:
             record.exc_text = self.formatException(record.exc_info)
@@ -113,7 +112,7 @@ def operator_configured() -> bool:
 
 
 def install() -> None:
-    """Unless logging is configured already (operator_configured), see `take_over`."""
+    """take_over(), unless logging is configured already."""
     if not operator_configured():
         take_over()
 
@@ -127,11 +126,11 @@ def take_over() -> None:
         package = logging.getLogger("people_service")
         if package.handlers:
             return
-        from .web.lifecycle import RequestIdFilter
+        from .web.lifecycle import stamp_request_id
 
         _handler = DroppingQueueHandler(queue.Queue(QUEUE_SIZE))
         _handler.setFormatter(OneLineFormatter())
-        _handler.addFilter(RequestIdFilter())
+        _handler.addFilter(stamp_request_id)
         output = logging.StreamHandler()  # sys.stderr
         _start(output)
         atexit.register(_stop)
@@ -150,7 +149,6 @@ def _start(output: logging.Handler) -> None:
     _listener.start()
 
 
-def _stop() -> None:
-    """Writes what is queued before the process ends (unless stderr is stalled: then it is lost)."""
+def _stop() -> None:  # what is queued is written, unless stderr is stalled
     with contextlib.suppress(queue.Full):
         _listener.stop()

@@ -1,6 +1,7 @@
 """Serving the app with waitress, in one process or in several that share one port."""
 
 import atexit
+import contextlib
 import glob
 import logging
 import os
@@ -43,19 +44,16 @@ def listen(host: str, port: int, count: int) -> list[socket.socket]:
         probe.bind(address)
         address = probe.getsockname()  # port 0: the port the system chose
     sockets: list[socket.socket] = []
-    try:
+    with contextlib.ExitStack() as opened:  # all closed if one fails
         for _ in range(count):
-            sock = socket.socket(family, kind, proto)
+            sock = opened.enter_context(socket.socket(family, kind, proto))
             sockets.append(sock)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             if count > 1:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
             sock.bind(address)
             sock.listen(1024)
-    except OSError:
-        for sock in sockets:
-            sock.close()
-        raise
+        opened.pop_all()
     return sockets
 
 
@@ -66,8 +64,8 @@ def make_key(database: str | None) -> str:
 
 
 def bootstrap(store, demo: bool, out=sys.stdout, database: str | None = None) -> str:
-    """On an empty database with `demo`: the demo data and a demo key, printed once. Returns
-    what the ready line adds: on an empty database left empty, how to make a key."""
+    """Load the demo data and print a demo key on an empty database; returns the ready line's
+    hint (how to make a key) for an empty database left empty."""
     # one transaction, the key's unique name first: of several instances starting on one empty
     # database, one loads the demo and the others find the name taken
     try:
@@ -89,8 +87,7 @@ def bootstrap(store, demo: bool, out=sys.stdout, database: str | None = None) ->
 
 def run(overrides: dict, sockets: list[socket.socket], *, demo: bool, **options) -> int:
     """Serve on `sockets` (a worker process each, if several) until SIGTERM or SIGINT."""
-    for number in STOP_SIGNALS:  # a signal during start-up stops it cleanly too
-        signal.signal(number, _stop)
+    _on_stop(_stop)  # a signal during start-up stops it cleanly too
     logs.install()  # the serving process sets up logging; loading the app does not
     allow_connections(options["connection_limit"])
     if len(sockets) > 1 or os.environ.get(METRICS_DIR):
@@ -145,18 +142,21 @@ def serve(app, sockets, *, threads: int, connection_limit: int, channel_timeout:
     )
     # "Task queue depth is N" on nearly every request under load: noise
     logging.getLogger("waitress.queue").setLevel(logging.ERROR)
-    for number in STOP_SIGNALS:
-        signal.signal(number, _stop)
+    _on_stop(_stop)
     # on SystemExit waitress's threads finish the requests they run; waiting ones are dropped
     server.run()
     services(app).close()
     return 0
 
 
+def _on_stop(handler) -> None:
+    for number in STOP_SIGNALS:
+        signal.signal(number, handler)
+
+
 def _stop(signum, frame):
     # only the first signal counts: Ctrl-C reaches every worker twice (directly and forwarded)
-    for number in STOP_SIGNALS:
-        signal.signal(number, signal.SIG_IGN)
+    _on_stop(signal.SIG_IGN)
     raise SystemExit(0)
 
 
@@ -187,25 +187,31 @@ def serve_workers(overrides: dict, sockets: list[socket.socket], **options) -> i
         for pid in list(workers):
             os.kill(pid, signal.SIGTERM)
 
-    for number in STOP_SIGNALS:
-        signal.signal(number, stop)
+    _on_stop(stop)
 
     def start(sock: socket.socket) -> None:
         # blocked around the fork, so that no signal reaches the child before its own handlers
         signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
         pid = os.fork()
         if pid == 0:
-            for number in STOP_SIGNALS:
-                signal.signal(number, signal.SIG_DFL)
+            _on_stop(signal.SIG_DFL)
             signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
             for other in sockets:
                 if other is not sock:
                     other.close()
+            threading.Thread(target=watch_parent, name="watch-parent", daemon=True).start()
             # leaves through the caller's frames as any process ends, so atexit handlers run
-            sys.exit(_worker(overrides, sock, options))
+            sys.exit(serve(create_app(overrides), [sock], **options))
         workers[pid] = sock
         signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
 
+    def watch_parent():
+        # a worker whose parent was killed (kill -9) stops rather than serve on alone
+        while os.getppid() == parent:
+            time.sleep(1)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    parent = os.getpid()
     for sock in sockets:
         start(sock)
     while workers:
@@ -218,16 +224,3 @@ def serve_workers(overrides: dict, sockets: list[socket.socket], **options) -> i
             if not stopping:
                 start(sock)
     return 0
-
-
-def _worker(overrides: dict, sock: socket.socket, options: dict) -> int:
-    parent = os.getppid()
-
-    def watch_parent():
-        # a worker whose parent was killed (kill -9) stops rather than serve on alone
-        while os.getppid() == parent:
-            time.sleep(1)
-        os.kill(os.getpid(), signal.SIGTERM)
-
-    threading.Thread(target=watch_parent, name="watch-parent", daemon=True).start()
-    return serve(create_app(overrides), [sock], **options)

@@ -1,7 +1,5 @@
 """`python -m people_service.cli`: the people-service command."""
 
-import sys
-
 from . import main
 
-sys.exit(main())
+raise SystemExit(main())

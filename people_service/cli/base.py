@@ -22,8 +22,7 @@ DATABASE_HELP = (
 )
 
 
-def _database(ctx, param, value):
-    """--db after the subcommand, else the one given before it (to the group)."""
+def _database(ctx, param, value):  # --db after the subcommand, else the group's
     return value if value is not None else ctx.find_root().params.get("database")
 
 

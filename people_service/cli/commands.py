@@ -14,8 +14,6 @@ from .base import CommandError, cli, database_option, opened, reason, settings
 
 
 def checked(kind: str, field: str):
-    """A callback checking a parameter by the rule of `field` of a new key or user."""
-
     def callback(ctx, param, value):
         if value is not None:
             try:
@@ -28,20 +26,18 @@ def checked(kind: str, field: str):
 
 
 def field_message(exc: BadRequest, field: str) -> str:
-    """What `exc` says about `field`, without the field's name (the prompt or option names it)."""
+    # without the field's name: the prompt or the option names it
     return " ".join((exc.errors or {}).get(field, [exc.detail]))
 
 
 def table(columns: tuple, rows: list[tuple]) -> None:
-    """Print rows under their column names, aligned."""
     widths = [max(len(str(row[i])) for row in [columns, *rows]) for i in range(len(columns))]
     for row in [columns, *rows]:
         cells = (str(cell).ljust(width) for cell, width in zip(row, widths, strict=True))
         click.echo("  ".join(cells).rstrip())
 
 
-def stdin_is_a_terminal() -> bool:
-    """Whether a person may be typing (tests stand in for one)."""
+def stdin_is_a_terminal() -> bool:  # tests stand in for a person
     return sys.stdin.isatty()
 
 
@@ -70,7 +66,6 @@ def read_password(password_stdin: bool, username: str) -> str:
 
 
 def grant_options(kind: str):
-    """--scopes and --rate-limit of a new key or user."""
     scopes = click.option(
         "--scopes",
         default="read,write",
@@ -94,15 +89,18 @@ password_stdin_option = click.option(
 
 
 def store_command(group, name: str, argument: str, done: str):
-    """A command of `group` that runs the decorated `view(store, ARGUMENT)`, then echoes `done`."""
+    """A command of `group` that runs the decorated `view(store, ARGUMENT)`, then echoes `done`
+    and what the view returned (a new secret), if anything."""
 
     def decorate(view):
         @group.command(name, help=view.__doc__)
         @database_option
         @click.argument(argument)
         def command(database, **params):
-            view(opened(database), params[argument])
+            shown = view(opened(database), params[argument])
             click.echo(done.format(params[argument]))
+            if shown:
+                click.echo(shown)
 
         return command
 
@@ -113,7 +111,6 @@ GRANT_COLUMNS = ("scopes", "rate limit", "created", "last used", "requests")
 
 
 def grant_cells(row: dict, default_limit: str) -> tuple:
-    """The GRANT_COLUMNS cells of a key or user."""
     limit = row["rate_limit"] or f"{default_limit} (default)"
     scopes = row["scopes"].replace(" ", ",")
     return scopes, limit, row["created_at"], row["last_used"] or "-", str(row["request_count"])
@@ -160,14 +157,12 @@ def keys_list(database):
     table(("name", "prefix", *GRANT_COLUMNS, "revoked"), rows)
 
 
-@keys.command("rotate")
-@database_option
-@click.argument("name")
-def keys_rotate(database, name):
+@store_command(
+    keys, "rotate", "name", "rotated API key '{}'; the old secret is refused from now on:"
+)
+def keys_rotate(store, name):
     """Give the key NAME a new secret (printed once); its name, limits and usage stay."""
-    key = credentials.rotate_key(opened(database), name)
-    click.echo(f"rotated API key '{name}'; the old secret is refused from now on:")
-    click.echo(key)
+    return credentials.rotate_key(store, name)
 
 
 @store_command(keys, "revoke", "name", "revoked API key '{}'; it is refused from now on")
@@ -295,11 +290,7 @@ def export_file(database, file):
     click.echo(f"exported {count} people, {friendships} friendships", err=True)
 
 
-POSTGRESQL_HELP = "postgresql://user@host:port/database"
-
-
 def postgresql_url(ctx, param, value):
-    """--to names a PostgreSQL database: anything else is a usage error (exit status 2)."""
     if not is_url(value):
         raise click.BadParameter("must be a postgresql:// URL")
     return value
@@ -307,7 +298,13 @@ def postgresql_url(ctx, param, value):
 
 @cli.command()
 @database_option
-@click.option("--to", "target", required=True, callback=postgresql_url, help=POSTGRESQL_HELP)
+@click.option(
+    "--to",
+    "target",
+    required=True,
+    callback=postgresql_url,
+    help="postgresql://user@host:port/database",
+)
 def migrate(database, target):
     """Copy the whole database into an empty PostgreSQL database, counts checked."""
     source = opened(database, create=False)
@@ -318,9 +315,9 @@ def migrate(database, target):
     click.echo(f"migrated {summary}; counts checked", err=True)
 
 
-def number(name: str, default: int, help: str, low: int = 1, high: int | None = None):
+def number(name: str, default: int, help: str, high: int | None = None):
     return click.option(
-        name, type=click.IntRange(low, high), default=default, show_default=True, help=help
+        name, type=click.IntRange(1, high), default=default, show_default=True, help=help
     )
 
 

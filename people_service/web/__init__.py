@@ -33,5 +33,4 @@ def services(app=None) -> Services:
 
 
 def get_store() -> Store:
-    """The store of the running app."""
     return services().store

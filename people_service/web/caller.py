@@ -19,8 +19,7 @@ def challenge(error: str | None = None) -> dict:
 
 
 def _resolve() -> Caller | None:
-    ext = services()
-    headers = request.headers
+    ext, headers = services(), request.headers
     key = headers.get("X-API-Key")
     if key is not None:
         caller = credentials.caller_from_key(ext.store, key.strip())
@@ -51,8 +50,7 @@ def _resolve() -> Caller | None:
 
 
 def current_caller() -> Caller | None:
-    """The caller of this request (resolved once), None without credentials; raises
-    Unauthorized for credentials that are present but wrong."""
+    """The caller (resolved once), None without credentials; Unauthorized for wrong ones."""
     state = g._get_current_object()  # one proxy lookup: this runs several times per request
     try:
         caller = state.caller

@@ -22,8 +22,7 @@ MAX_AGE = 600  # seconds a browser may reuse a preflight's answer
 
 
 def answer_preflight():
-    """Answer the preflight of a known route before authentication and the rate limit, which
-    apply to the request that follows."""
+    """Answer the preflight of a known route before authentication and the rate limit."""
     headers = request.headers
     preflight = "Origin" in headers and "Access-Control-Request-Method" in headers
     if request.method == "OPTIONS" and request.url_rule is not None and preflight:
@@ -32,8 +31,7 @@ def answer_preflight():
 
 
 def vary_on_origin(response):
-    """Answers differ by Origin, so shared caches must not mix them (flask-cors says so only
-    when it knows more than one origin)."""
+    # flask-cors says so only when it knows more than one origin
     response.vary.add("Origin")
     return response
 

@@ -22,14 +22,10 @@ _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:/+=@-]{1,128}$")
 OVERRIDABLE = frozenset({"PUT", "PATCH", "DELETE"})
 
 
-class MethodOverride:
-    """WSGI middleware, before routing: POST with X-HTTP-Method-Override: PUT|PATCH|DELETE acts
-    as that method; any other value is refused with 400 by `start_request`."""
+def method_override(app):
+    """WSGI middleware: POST with X-HTTP-Method-Override: PUT|PATCH|DELETE becomes that method."""
 
-    def __init__(self, app):
-        self.app = app
-
-    def __call__(self, environ, start_response):
+    def middleware(environ, start_response):
         override = environ.get("HTTP_X_HTTP_METHOD_OVERRIDE")
         if override is not None and environ.get("REQUEST_METHOD") == "POST":
             method = override.strip().upper()
@@ -37,7 +33,9 @@ class MethodOverride:
                 environ["REQUEST_METHOD"] = method
             else:
                 environ["people_service.bad_override"] = override[:40]
-        return self.app(environ, start_response)
+        return app(environ, start_response)
+
+    return middleware
 
 
 def start_request() -> None:
@@ -83,31 +81,22 @@ def finish_request(response: Response) -> Response:
     return response
 
 
-class RequestIdFilter(logging.Filter):
-    """Stamps log records with the request id, so an error log line leads to its access line."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        record.request_id = g.get("request_id", "-") if has_request_context() else "-"
-        return True
+def stamp_request_id(record: logging.LogRecord) -> bool:
+    """A log filter: the request id on every record, so an error line leads to its access line."""
+    record.request_id = g.get("request_id", "-") if has_request_context() else "-"
+    return True
 
 
-class TrustedProxy:
+def trusted_proxy(app, proxies: str):
     """WSGI middleware: werkzeug's ProxyFix (X-Forwarded-For, -Proto), for trusted proxies only."""
+    trusted = {address.strip() for address in proxies.split(",") if address.strip()}
+    fixed = ProxyFix(app, x_for=1, x_proto=1)
 
-    def __init__(self, app, proxies: str):
-        self.app = app
-        self.proxies = {address.strip() for address in proxies.split(",") if address.strip()}
-        self.fixed = ProxyFix(app, x_for=1, x_proto=1)
+    def middleware(environ, start_response):
+        chosen = fixed if environ.get("REMOTE_ADDR") in trusted else app
+        return chosen(environ, start_response)
 
-    def __call__(self, environ, start_response):
-        if environ.get("REMOTE_ADDR") in self.proxies:
-            return self.fixed(environ, start_response)
-        return self.app(environ, start_response)
-
-
-def release_connection(error=None) -> None:
-    """A request ended: its database connection goes back to the store's pool."""
-    services().store.release()
+    return middleware
 
 
 class App(Flask):
@@ -123,9 +112,10 @@ def init_app(app) -> None:
     if not logs.operator_configured():
         # a WSGI server may configure logging after loading the app: decide at the first request
         app.before_request(logs.take_over)
-    app.teardown_request(release_connection)
-    app.wsgi_app = MethodOverride(app.wsgi_app)
+    # a request ended: its database connection goes back to the store's pool
+    app.teardown_request(lambda error=None: services().store.release())
+    app.wsgi_app = method_override(app.wsgi_app)
     if app.config["TRUSTED_PROXY"]:
-        app.wsgi_app = TrustedProxy(app.wsgi_app, app.config["TRUSTED_PROXY"])
+        app.wsgi_app = trusted_proxy(app.wsgi_app, app.config["TRUSTED_PROXY"])
     app.before_request(start_request)
     app.after_request(finish_request)

@@ -108,11 +108,10 @@ def _record(response: Response) -> Response:
 def metrics():
     """The Prometheus text format, for callers with the scope 'admin'."""
     check_scope(authenticate(), "admin")
+    registry = REGISTRY
     if os.environ.get(MULTIPROCESS_DIR):
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)
-    else:
-        registry = REGISTRY
     return Response(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
 
 

@@ -42,9 +42,8 @@ def best_match(offered: tuple[str, ...], header: str | None) -> str | None:
     client's order, then ours); None if none does. No Accept header accepts anything."""
     if header is None or not header.strip():
         return offered[0] if offered else None
-    if len(header) > _CACHED_HEADER_LENGTH:
-        return _best_match(tuple(offered), header)
-    return _best_match_cached(tuple(offered), header)
+    match = _best_match if len(header) > _CACHED_HEADER_LENGTH else _best_match_cached
+    return match(tuple(offered), header)
 
 
 def negotiate(offered: tuple[str, ...]) -> str | None:

@@ -71,10 +71,9 @@ def content_security_policy(*, inline_styles: bool = False, origin: str = "") ->
     """A policy allowing this server's (and `origin`'s) scripts, styles and images, no inline
     script, and inline styles only where asked (vendored React apps set them)."""
     extra = f" {origin}" if origin else ""
-    scripts = "'self'" + extra
     styles = "'self'" + (" 'unsafe-inline'" if inline_styles else "") + extra
     return (
-        f"default-src 'none'; script-src {scripts}; style-src {styles}; "
+        f"default-src 'none'; script-src 'self'{extra}; style-src {styles}; "
         f"img-src 'self' data:{extra}; font-src 'self' data:{extra}; connect-src 'self'; "
         "manifest-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
     )

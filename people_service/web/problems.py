@@ -60,18 +60,14 @@ def graphql_code(status: int) -> str:
 
 
 def with_headers(error: ServiceError, headers: dict) -> ServiceError:
-    """`error`, to be answered with these headers too: for the web layer's own errors whose
-    headers depend on the request (a challenge, Allow, the limit's Retry-After)."""
+    """`error`, answered with these headers too (a challenge, Allow, a limit's Retry-After)."""
     error.http_headers = dict(headers)
     return error
 
 
 def bounded_errors(errors: dict, limit: int = MAX_FIELD_ERRORS) -> tuple[dict, int]:
-    """The first `limit` messages of nested field errors, shaped as before, and how many are left.
-
-    Messages about the fields a client meant come before "Unknown field." ones, so that a body
-    stuffed with unknown names cannot hide the message that matters.
-    """
+    """The first `limit` messages of nested field errors, shaped as before, and how many are left
+    (unknown fields last, so that a body stuffed with them cannot hide the message that matters)."""
     kept = omitted = 0
 
     def walk(node):
@@ -117,9 +113,8 @@ def _parts(error: Exception) -> tuple[int, str, dict | None, dict, int]:
         isinstance(error, HTTPException) and error.code and (error.code < 500 or error.code == 501)
     ):
         status, errors = error.code, None
-        headers = dict(error.get_response().headers)
-        headers.pop("Content-Type", None)
-        headers.pop("Content-Length", None)
+        own = error.get_response().headers
+        headers = {k: v for k, v in own.items() if k not in ("Content-Type", "Content-Length")}
         detail = HTTP_DETAILS.get(status) or str(error.description or HTTPStatus(status).phrase)
     else:
         log.error("unexpected error", exc_info=getattr(error, "original_exception", None) or error)
@@ -139,8 +134,7 @@ def _parts(error: Exception) -> tuple[int, str, dict | None, dict, int]:
 
 
 def error_parts(error: Exception) -> tuple[int, str, dict | None, dict]:
-    """Status, detail, field errors and headers of any error; internals of others stay hidden.
-    The field errors and the detail are bounded (MAX_FIELD_ERRORS, MAX_DETAIL)."""
+    """Status, detail, field errors and headers (bounded) of any error; internals stay hidden."""
     return _parts(error)[:4]
 
 

@@ -58,18 +58,16 @@ def budget() -> tuple[int, str]:
 
 
 def init_app(app, *, unlimited=frozenset(), handshake=frozenset()) -> Limiter:
-    """Charge every routed request to its caller, except `unlimited` endpoints; `handshake`
-    endpoints are limited per address, and per address and username. A GraphQL query costs
-    its view's `rate_limit_cost()` (None: refused as too complex, costing nothing but counted
-    at ANONYMOUS_RATE_LIMIT)."""
+    """Charge every routed request but `unlimited` ones to its caller (`handshake` ones: per
+    address, and per address and username); a view's `rate_limit_cost()` prices its request."""
     config = app.config
     prefix = config["RATE_LIMIT_PREFIX"]
+    ids = [prefix] if prefix else []  # what flask-limiter puts before a counter's key
 
     def caller():
         return None if request.endpoint in handshake else peek_caller()
 
-    def key() -> str:
-        """Never empty: an empty key would be unlimited."""
+    def key() -> str:  # never empty: an empty key would be unlimited
         found = caller()
         return found.key if found else "addr:" + client_address()
 
@@ -88,17 +86,13 @@ def init_app(app, *, unlimited=frozenset(), handshake=frozenset()) -> Limiter:
                     g.rate_limit_cost = view_cost()
                 except Exception:
                     pass  # the view answers the error; it costs 1
-                if g.rate_limit_cost is None or over(limit(), key(), g.rate_limit_cost):
+                price = g.rate_limit_cost
+                if price is None or short(limit(), key(), cost=price) is not None:
                     # refused after it was measured (too complex, or more than is left): the
                     # measuring counts in the caller's window of refused queries
                     short(config["ANONYMOUS_RATE_LIMIT"], "refused:" + key(), charge=True)
                 g.rate_limit_cost = g.rate_limit_cost or 0
         return g.rate_limit_cost
-
-    def over(written: str, counter: str, amount: int) -> bool:
-        """Whether some window of `written` has no room for `amount` (charges nothing)."""
-        test = limiter.limiter.test
-        return any(not test(item, *args(counter), cost=amount) for item in parse_many(written))
 
     def refusal_detail() -> str:
         breached = limiter.current_limit
@@ -110,16 +104,14 @@ def init_app(app, *, unlimited=frozenset(), handshake=frozenset()) -> Limiter:
             f"{breached.remaining} left; retry after the Retry-After seconds, or ask for less."
         )
 
-    def args(counter: str, scope: str = SCOPE) -> list[str]:
-        return [prefix, counter, scope] if prefix else [counter, scope]
-
-    def short(written: str, counter: str, scope: str = SCOPE, charge: bool = False):
-        """The first window of `written` without room for a hit, or None; `charge`: take it."""
+    def short(written: str, counter: str, scope=SCOPE, charge=False, cost=1):
+        """The first window of `written` without room for `cost`, or None; `charge`: take it."""
         room = limiter.limiter.hit if charge else limiter.limiter.test
-        return next((i for i in parse_many(written) if not room(i, *args(counter, scope))), None)
+        windows = parse_many(written)
+        return next((i for i in windows if not room(i, *ids, counter, scope, cost=cost)), None)
 
     def refusal(item, counter: str, detail: str, scope: str = SCOPE) -> RateLimited:
-        reset, remaining = limiter.limiter.get_window_stats(item, *args(counter, scope))
+        reset, remaining = limiter.limiter.get_window_stats(item, *ids, counter, scope)
         headers = {"Retry-After": str(max(1, math.ceil(reset - time.time())))}
         if scope == SCOPE:  # else flask-limiter's headers describe the address's window
             headers["X-RateLimit-Limit"] = str(item.amount)
@@ -128,8 +120,7 @@ def init_app(app, *, unlimited=frozenset(), handshake=frozenset()) -> Limiter:
         return with_headers(RateLimited(detail), headers)
 
     def check_graphql() -> None:
-        """Refuse a caller with nothing left, or past its refused queries, before the query is
-        measured (flask-limiter would test and charge in one pass)."""
+        # before the query is measured: flask-limiter would test and charge in one pass
         found = caller() if measure() is not None else None
         if found is None:
             return
@@ -149,8 +140,7 @@ def init_app(app, *, unlimited=frozenset(), handshake=frozenset()) -> Limiter:
             raise refusal(item, refused, detail)
 
     def check_handshake() -> None:
-        """The handshake's limit per address and username, charged after the address's (so
-        refusals of the address never use up the username's logins)."""
+        # after the address's limit, so its refusals never use up the username's logins
         if request.endpoint not in handshake:
             return
         request.max_content_length = HANDSHAKE_MAX_BODY  # 413 beyond
@@ -168,8 +158,7 @@ def init_app(app, *, unlimited=frozenset(), handshake=frozenset()) -> Limiter:
         return response
 
     def only_refusals_retry(response):
-        """After flask-limiter's headers: its Retry-After on refusals only; any other answer
-        keeps the one it had (a busy 503's), or none."""
+        """After flask-limiter's headers: its Retry-After on 429 only, else the answer's own."""
         if response.status_code != 429:
             own = getattr(response, "own_retry_after", None)
             if own is None:
