@@ -3,7 +3,7 @@
 import re
 
 from .base import Store
-from .common import iso
+from .schema import iso
 from .sqlite import SCHEMA_VERSION, SQLiteStore
 
 __all__ = ["SCHEMA_VERSION", "SQLiteStore", "Store", "iso", "open_store", "is_url", "redacted"]

@@ -1,7 +1,7 @@
 """What repeated requests are answered from: first answers to an Idempotency-Key (kept for a
 day) and persisted GraphQL documents by their SHA-256, shared by every process."""
 
-from .common import now_iso
+from .schema import now_iso
 
 
 class IdempotencyStore:

@@ -3,8 +3,19 @@
 from functools import partialmethod
 
 from ..errors import Conflict, NotFound
-from .common import contains, fold, insert, now_iso
-from .schema import PERSON_COLUMNS
+from .schema import PERSON_COLUMNS, insert, now_iso
+
+
+def fold(text: str | None) -> str | None:
+    """The case-insensitive form of names, emails and places, for search and uniqueness."""
+    return None if text is None else text.casefold()
+
+
+def contains(text: str) -> str:
+    """A LIKE pattern (ESCAPE '\\') for `text` anywhere: % and _ are plain characters here."""
+    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
 
 EMAIL_TAKEN = "A person with this email already exists."
 # each filter of a people list: its condition, and its parameter from the value given

@@ -1,9 +1,8 @@
 """Bulk transfer: import and export of people, and copying every table to another database."""
 
 from ..errors import Conflict
-from .common import insert, now_iso
 from .people import WRITTEN
-from .schema import PERSON_COLUMNS, TABLES
+from .schema import PERSON_COLUMNS, TABLES, insert, now_iso
 
 
 class TransferStore:
