@@ -82,8 +82,8 @@ class PeopleStore:
         """The people with these ids, in one statement (unknown ids are left out)."""
         if not person_ids:
             return []
-        sql = f"SELECT {PERSON_COLUMNS} FROM people WHERE {self._in_ids('id')}"
-        return self._execute(sql, (self._ids(person_ids),)).fetchall()
+        where, ids = self._in_ids("id", person_ids)
+        return self._execute(f"SELECT {PERSON_COLUMNS} FROM people WHERE {where}", (ids,))
 
     def find_person(self, name: str) -> dict | None:
         """The person whose name equals `name` ignoring case, lowest id first."""
@@ -170,12 +170,13 @@ class PeopleStore:
         (condition, params), result = where, {owner: [] for owner in owners}
         if not owners or limit <= 0:
             return result
+        owned, ids = self._in_ids("person_id", owners)
         rows = self._execute(
             f"SELECT person_id AS owner, {columns} FROM ("
             f" SELECT *, ROW_NUMBER() OVER (PARTITION BY person_id ORDER BY {order}) AS n"
-            f" FROM {source} WHERE {self._in_ids('person_id')}{condition}"
+            f" FROM {source} WHERE {owned}{condition}"
             f") AS ranked WHERE n <= ? ORDER BY owner, n",
-            (self._ids(owners), *params, limit),
+            (ids, *params, limit),
         )
         for row in rows:
             result[row.pop("owner")].append(row)

@@ -90,6 +90,7 @@ class SQLiteStore(Store):
     DRIVER_ERROR = sqlite3.Error
     UNAVAILABLE = "unreadable"
     POOL_SIZE = 16  # idle connections kept for the next requests; more are closed
+    WRITE, READ = "BEGIN IMMEDIATE", "BEGIN"  # a snapshot: a deferred transaction, under WAL
 
     def __init__(self, path: str, *, busy_timeout: float = 5.0):
         self.path = str(path)
@@ -103,11 +104,9 @@ class SQLiteStore(Store):
         code = getattr(error, "sqlite_errorcode", None)
         return ERRORS.get(None if code is None else code & 0xFF, ServiceError)()
 
-    def _in_ids(self, column: str) -> str:
-        return f"{column} IN (SELECT value FROM json_each(?))"
-
-    def _ids(self, ids: list[int]) -> str:
-        return json.dumps(ids)
+    @staticmethod
+    def _in_ids(column: str, ids: list[int]) -> tuple[str, str]:
+        return f"{column} IN (SELECT value FROM json_each(?))", json.dumps(ids)
 
     def _db(self) -> sqlite_utils.Database:
         """This thread's connection, reopened if the file was deleted or replaced (a restore):
@@ -165,14 +164,6 @@ class SQLiteStore(Store):
                 # open connections could still write through their descriptors: refuse
                 raise Unavailable(READ_ONLY)
 
-    def transaction(self):
-        """One write transaction; nested uses join the outer one."""
-        return self._transaction("BEGIN IMMEDIATE")
-
-    def snapshot(self):
-        """Reads that see one state of the file (a deferred transaction, under WAL)."""
-        return self._transaction("BEGIN")
-
     @contextmanager
     def _transaction(self, begin: str):
         local = self._local
@@ -180,7 +171,7 @@ class SQLiteStore(Store):
             yield
             return
         with self._translated():
-            if begin == "BEGIN IMMEDIATE":
+            if begin == self.WRITE:
                 self._writable()
             db = self._db()
             db.execute(begin)

@@ -8,10 +8,8 @@ from .schema import PERSON_COLUMNS, TABLES, insert, now_iso
 class TransferStore:
     def import_people(self, people: list[dict], friendships: list[tuple[int, int]]) -> None:
         """Insert people with their ids and friendships, in the caller's transaction."""
-        taken = self._execute(
-            f"SELECT id FROM people WHERE {self._in_ids('id')} LIMIT 1",
-            (self._ids([person["id"] for person in people]),),
-        ).fetchone()
+        where, ids = self._in_ids("id", [person["id"] for person in people])
+        taken = self._execute(f"SELECT id FROM people WHERE {where} LIMIT 1", (ids,)).fetchone()
         if taken:
             raise Conflict(f"A person with id '{taken['id']}' already exists.")
         now = now_iso()
