@@ -13,9 +13,6 @@ import sqlite_utils
 
 from ..errors import Busy, Conflict, ServiceError, StorageFull, Unavailable
 from .base import READ_ONLY, Store
-from .schema import MIGRATIONS, SCHEMA_VERSION
-
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "SQLiteStore"]
 
 UNREACHABLE = "The database file cannot be read or written."
 # the domain error for each primary result code; others (a syntax error) stay internal (500)
