@@ -40,9 +40,8 @@ def idempotent(store, caller: str, key: str | None, request_print: str, action):
     now = time.time()
     # claimed first, answer recorded with the action's writes: a concurrent retry waits, replays
     with store.transaction():
-        store.prune_idempotent(now - TTL)
-        if not store.claim_idempotent(caller, key, request_print, now):
-            saved = store.get_idempotent(caller, key)
+        saved = store.claim_idempotent(caller, key, request_print, now, TTL)
+        if saved is not None:
             if saved["fingerprint"] != request_print:
                 raise Invalid(
                     "This Idempotency-Key was already used with a different request.",

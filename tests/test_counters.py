@@ -230,7 +230,7 @@ def test_a_thread_per_request_server_does_not_keep_a_connection_per_thread(tmp_p
         thread.start()
         thread.join()
     assert storage.get("k") == 50
-    assert len(storage._idle) <= storage.POOL_SIZE
+    assert len(storage._pool.idle) <= storage.POOL_SIZE
     storage.close()
 
 

@@ -3,8 +3,8 @@
 import re
 
 from .base import Store
-from .common import iso
-from .sqlite import SCHEMA_VERSION, SQLiteStore
+from .schema import SCHEMA_VERSION, iso
+from .sqlite import SQLiteStore
 
 __all__ = ["SCHEMA_VERSION", "SQLiteStore", "Store", "iso", "open_store", "is_url", "redacted"]
 

@@ -30,7 +30,7 @@ class Rows(list):
 
 class Store(PeopleStore, MessageStore, CredentialStore, IdempotencyStore, TransferStore):
     """The SQL of both backends (`?` placeholders). A backend provides `_connection()`,
-    `transaction()`, `snapshot()`, `translate()` (a driver error as a domain error: a broken
+    `_transaction(begin)`, `translate()` (a driver error as a domain error: a broken
     constraint is Conflict, which callers that know the constraint make precise), where the
     schema version is kept, and the dialect below."""
 
@@ -39,6 +39,15 @@ class Store(PeopleStore, MessageStore, CredentialStore, IdempotencyStore, Transf
     DIALECT: dict[str, str] = {}  # the spellings MIGRATIONS leave open
     DRIVER_ERROR: type[Exception] = Exception
     UNAVAILABLE = "unavailable"  # what check() says when the database does not answer
+    WRITE = READ = ""  # what begins a write transaction, and a snapshot
+
+    def transaction(self):
+        """One write transaction; nested uses join the outer one."""
+        return self._transaction(self.WRITE)
+
+    def snapshot(self):
+        """Reads that see one state of the database (nested in a transaction: that one's)."""
+        return self._transaction(self.READ)
 
     def _sql(self, sql: str) -> str:
         return sql

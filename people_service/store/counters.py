@@ -19,6 +19,7 @@ from limits.errors import ConfigurationError
 from limits.storage import SlidingWindowCounterSupport, Storage
 
 from . import is_url
+from .sqlite import Pool
 
 SCHEME = "sqlite"
 PREFIX = SCHEME + "://"
@@ -121,7 +122,7 @@ class SQLiteCounters(Storage, SlidingWindowCounterSupport):
         self.timeout = float(timeout)
         self._lock = threading.Lock()
         # borrowed for each use: a thread per request must not mean a connection per thread
-        self._idle: list[tuple[sqlite3.Connection, tuple | None]] = []
+        self._pool = Pool(self.path, self._open, self.POOL_SIZE)
         self._pid, self._lock_fd = None, -1
         self._writes = itertools.count(1)
         with self._borrowed():
@@ -133,30 +134,14 @@ class SQLiteCounters(Storage, SlidingWindowCounterSupport):
 
     @contextmanager
     def _borrowed(self) -> Iterator[sqlite3.Connection]:
-        """An idle connection of this process to the file as it is now, else a new one."""
-        file_id, conn = self._file_id(), None
         with self._lock:
-            if self._pid != os.getpid():
-                # a fork's inherited connections and lock are the parent's: never used nor closed
-                self._pid, self._idle = os.getpid(), []
-                self._lock_fd = create_private(self.path + ".lock")
-            while self._idle and conn is None:
-                candidate, opened = self._idle.pop()
-                if opened == file_id:
-                    conn = candidate
-                else:
-                    candidate.close()  # the file was replaced
-        if conn is None:
-            conn, file_id = self._open(), self._file_id()
+            if self._pid != os.getpid():  # a fork's lock is the parent's: never used nor closed
+                self._pid, self._lock_fd = os.getpid(), create_private(self.path + ".lock")
+        conn, file_id = self._pool.take()
         try:
             yield conn
         finally:
-            with self._lock:
-                if self._pid == os.getpid() and len(self._idle) < self.POOL_SIZE:
-                    self._idle.append((conn, file_id))
-                    conn = None
-            if conn is not None:
-                conn.close()
+            self._pool.give(conn, file_id)
 
     def _open(self) -> sqlite3.Connection:
         os.close(create_private(self.path))
@@ -171,13 +156,6 @@ class SQLiteCounters(Storage, SlidingWindowCounterSupport):
             conn.close()
             raise
         return conn
-
-    def _file_id(self) -> tuple[int, int] | None:
-        try:
-            info = os.stat(self.path)
-        except OSError:
-            return None
-        return info.st_dev, info.st_ino
 
     def _write(self, sql: str, params, conn: sqlite3.Connection | None = None) -> list[tuple]:
         """Run one statement as the one writer of this file, in autocommit; its rows."""
@@ -200,13 +178,11 @@ class SQLiteCounters(Storage, SlidingWindowCounterSupport):
 
     def close(self) -> None:
         """Close every connection this storage opened (for tests and orderly shutdowns)."""
+        self._pool.close()
         with self._lock:
-            idle, self._idle = self._idle, []
             if self._pid == os.getpid():
                 os.close(self._lock_fd)
             self._pid = None
-        for conn, _ in idle:
-            conn.close()
 
     def incr(self, key: str, expiry: int, amount: int = 1) -> int:
         """Add `amount` to the counter of `key` (expiring `expiry` s after it starts)."""

@@ -1,8 +1,7 @@
 """API keys and users: their hashes, scopes, limits and usage counts."""
 
 from ..errors import Conflict
-from .common import insert, now_iso
-from .schema import KEY_COLUMNS, USER_COLUMNS
+from .schema import KEY_COLUMNS, USER_COLUMNS, insert, now_iso
 
 TABLES = {"api_key": "api_keys", "user": "users"}
 

@@ -1,27 +1,24 @@
 """What repeated requests are answered from: first answers to an Idempotency-Key (kept for a
 day) and persisted GraphQL documents by their SHA-256, shared by every process."""
 
-from .common import now_iso
+from .schema import now_iso
 
 
 class IdempotencyStore:
-    def get_idempotent(self, caller: str, key: str) -> dict | None:
+    def claim_idempotent(self, caller: str, key: str, fingerprint: str, now: float, ttl: float):
+        """Record that a caller's key is being answered (past `ttl`, records go): None, else the
+        record there is (a rival claim waits for this transaction, then finds it)."""
+        self._execute("DELETE FROM idempotency WHERE created_at < ?", (now - ttl,))
+        if self._changed(
+            "INSERT INTO idempotency (caller, key, fingerprint, status, body, created_at)"
+            " VALUES (?, ?, ?, 0, '', ?) ON CONFLICT (caller, key) DO NOTHING",
+            (caller, key, fingerprint, now),
+        ):
+            return None
         return self._execute(
             "SELECT fingerprint, status, body FROM idempotency WHERE caller = ? AND key = ?",
             (caller, key),
         ).fetchone()
-
-    def claim_idempotent(self, caller: str, key: str, fingerprint: str, now: float) -> bool:
-        """Record that a caller's key is being answered; False if a record exists (a rival
-        claim waits for this transaction, then finds it)."""
-        return self._changed(
-            "INSERT INTO idempotency (caller, key, fingerprint, status, body, created_at)"
-            " VALUES (?, ?, ?, 0, '', ?) ON CONFLICT (caller, key) DO NOTHING",
-            (caller, key, fingerprint, now),
-        )
-
-    def prune_idempotent(self, before: float) -> None:
-        self._execute("DELETE FROM idempotency WHERE created_at < ?", (before,))
 
     def put_idempotent(self, caller: str, key: str, status: int, body: str) -> None:
         """The answer to a claimed key."""

@@ -1,8 +1,7 @@
 """Messages: stored with their sender, read back only by it (or an admin)."""
 
 from ..errors import Conflict, NotFound
-from .common import insert, now_iso
-from .schema import MESSAGE_COLUMNS
+from .schema import MESSAGE_COLUMNS, insert, now_iso
 
 NEWEST = "created_at DESC, id DESC"
 

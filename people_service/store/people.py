@@ -3,8 +3,19 @@
 from functools import partialmethod
 
 from ..errors import Conflict, NotFound
-from .common import contains, fold, insert, now_iso
-from .schema import PERSON_COLUMNS
+from .schema import PERSON_COLUMNS, insert, now_iso
+
+
+def fold(text: str | None) -> str | None:
+    """The case-insensitive form of names, emails and places, for search and uniqueness."""
+    return None if text is None else text.casefold()
+
+
+def contains(text: str) -> str:
+    """A LIKE pattern (ESCAPE '\\') for `text` anywhere: % and _ are plain characters here."""
+    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
 
 EMAIL_TAKEN = "A person with this email already exists."
 # each filter of a people list: its condition, and its parameter from the value given
@@ -71,8 +82,8 @@ class PeopleStore:
         """The people with these ids, in one statement (unknown ids are left out)."""
         if not person_ids:
             return []
-        sql = f"SELECT {PERSON_COLUMNS} FROM people WHERE {self._in_ids('id')}"
-        return self._execute(sql, (self._ids(person_ids),)).fetchall()
+        where, ids = self._in_ids("id", person_ids)
+        return self._execute(f"SELECT {PERSON_COLUMNS} FROM people WHERE {where}", (ids,))
 
     def find_person(self, name: str) -> dict | None:
         """The person whose name equals `name` ignoring case, lowest id first."""
@@ -159,12 +170,13 @@ class PeopleStore:
         (condition, params), result = where, {owner: [] for owner in owners}
         if not owners or limit <= 0:
             return result
+        owned, ids = self._in_ids("person_id", owners)
         rows = self._execute(
             f"SELECT person_id AS owner, {columns} FROM ("
             f" SELECT *, ROW_NUMBER() OVER (PARTITION BY person_id ORDER BY {order}) AS n"
-            f" FROM {source} WHERE {self._in_ids('person_id')}{condition}"
+            f" FROM {source} WHERE {owned}{condition}"
             f") AS ranked WHERE n <= ? ORDER BY owner, n",
-            (self._ids(owners), *params, limit),
+            (ids, *params, limit),
         )
         for row in rows:
             result[row.pop("owner")].append(row)

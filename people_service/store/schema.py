@@ -1,4 +1,7 @@
-"""The tables: their columns, and the migrations both backends run to make them."""
+"""The tables: their columns, how they store times, and the migrations both backends run."""
+
+import time
+from datetime import UTC, datetime
 
 PERSON_COLUMNS = "id, name, age, email, street, city, country"
 MESSAGE_COLUMNS = "id, person_id, sender, content, created_at"
@@ -6,6 +9,23 @@ USER_COLUMNS = "id, username, scopes, rate_limit, created_at, last_used, request
 KEY_COLUMNS = (
     "id, name, prefix, scopes, rate_limit, created_at, last_used, request_count, revoked_at"
 )
+
+
+def iso(timestamp: float) -> str:
+    """A POSIX time as RFC 3339 UTC with milliseconds."""
+    moment = datetime.fromtimestamp(timestamp, UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def now_iso() -> str:
+    return iso(time.time())
+
+
+def insert(table: str, columns) -> str:
+    """An INSERT of one row of `columns` into `table`, with a placeholder for each."""
+    return f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+
+
 # The tables a migration between backends copies, in an order that keeps foreign keys satisfied
 TABLES = ("people", "friendships", "messages", "api_keys", "users")
 

@@ -8,15 +8,11 @@ import stat
 import threading
 import weakref
 from contextlib import contextmanager, nullcontext, suppress
-from dataclasses import dataclass
 
 import sqlite_utils
 
 from ..errors import Busy, Conflict, ServiceError, StorageFull, Unavailable
 from .base import READ_ONLY, Store
-from .schema import MIGRATIONS, SCHEMA_VERSION
-
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "SQLiteStore"]
 
 UNREACHABLE = "The database file cannot be read or written."
 # the domain error for each primary result code; others (a syntax error) stay internal (500)
@@ -31,10 +27,49 @@ ERRORS = {
 }
 
 
-@dataclass(eq=False)
-class _Handle:
-    db: sqlite_utils.Database
-    file_id: tuple[int, int]  # (device, inode) of the file it was opened on
+class Pool:
+    """Idle connections (anything with close()) to one SQLite file, kept per process with the
+    file each was opened on: a file replaced since (a restore) gets new ones."""
+
+    def __init__(self, path: str, connect, size: int):
+        self.path, self.connect, self.size = path, connect, size
+        self.lock = threading.Lock()
+        self.idle: list[tuple] = []  # (connection, file id), newest last
+        self.pid = os.getpid()
+
+    def file_id(self) -> tuple[int, int] | None:
+        try:
+            info = os.stat(self.path)
+        except FileNotFoundError:
+            return None
+        return info.st_dev, info.st_ino
+
+    def take(self) -> tuple:
+        """An idle connection to the file as it is now, else a new one; with its file id."""
+        file_id = self.file_id()
+        with self.lock:
+            if self.pid != os.getpid():
+                # a fork's inherited connections are the parent's: never used nor closed
+                self.pid, self.idle = os.getpid(), []
+            while self.idle:
+                conn, opened = self.idle.pop()
+                if opened == file_id:
+                    return conn, opened
+                conn.close()
+        return self.connect(), self.file_id()
+
+    def give(self, conn, file_id) -> None:
+        with self.lock:
+            if self.pid == os.getpid() and len(self.idle) < self.size:
+                self.idle.append((conn, file_id))
+                return
+        conn.close()
+
+    def close(self) -> None:
+        with self.lock:
+            idle, self.idle = self.idle, []
+        for conn, _ in idle:
+            conn.close()
 
 
 class SQLiteStore(Store):
@@ -52,87 +87,57 @@ class SQLiteStore(Store):
     DRIVER_ERROR = sqlite3.Error
     UNAVAILABLE = "unreadable"
     POOL_SIZE = 16  # idle connections kept for the next requests; more are closed
+    WRITE, READ = "BEGIN IMMEDIATE", "BEGIN"  # a snapshot: a deferred transaction, under WAL
 
     def __init__(self, path: str, *, busy_timeout: float = 5.0):
         self.path = str(path)
         self.busy_timeout = busy_timeout
         self._local = threading.local()
-        self._lock = threading.Lock()
-        self._idle: list[_Handle] = []  # released connections, newest last
-        self._handles: weakref.WeakSet[_Handle] = weakref.WeakSet()  # every open one
+        self._pool = Pool(self.path, lambda: sqlite_utils.Database(self._connect()), self.POOL_SIZE)
+        self._open: weakref.WeakSet[sqlite_utils.Database] = weakref.WeakSet()  # in use or idle
 
     @staticmethod
     def translate(error: sqlite3.Error) -> ServiceError:
         code = getattr(error, "sqlite_errorcode", None)
         return ERRORS.get(None if code is None else code & 0xFF, ServiceError)()
 
-    def _in_ids(self, column: str) -> str:
-        return f"{column} IN (SELECT value FROM json_each(?))"
-
-    def _ids(self, ids: list[int]) -> str:
-        return json.dumps(ids)
+    @staticmethod
+    def _in_ids(column: str, ids: list[int]) -> tuple[str, str]:
+        return f"{column} IN (SELECT value FROM json_each(?))", json.dumps(ids)
 
     def _db(self) -> sqlite_utils.Database:
         """This thread's connection, reopened if the file was deleted or replaced (a restore):
         writing on into an unlinked file would lose every write at the next restart."""
         local = self._local
-        handle = getattr(local, "handle", None)
-        if handle is not None and not local.busy and self._file_id() != handle.file_id:
-            local.handle = None
-            self._discard(handle)
-            handle = None
-        if handle is None:
-            handle = local.handle = self._checkout()
-            local.busy = False
-        return handle.db
+        held = getattr(local, "held", None)
+        if getattr(local, "busy", False):
+            return held[0]
+        file_id = self._pool.file_id()
+        if file_id is None:
+            raise Unavailable("The database file is missing.")
+        if held is not None and held[1] != file_id:
+            held[0].close()
+            local.held = held = None
+        if held is None:
+            held = local.held = self._pool.take()
+            with self._pool.lock:
+                self._open.add(held[0])
+        return held[0]
 
     def _connection(self):
         return nullcontext(self._db().conn)
 
-    def _checkout(self) -> _Handle:
-        file_id = self._file_id()
-        while True:
-            with self._lock:
-                handle = self._idle.pop() if self._idle else None
-            if handle is None:
-                break
-            if handle.file_id == file_id:
-                return handle
-            self._discard(handle)
-        handle = _Handle(sqlite_utils.Database(self._connect()), file_id)
-        with self._lock:
-            self._handles.add(handle)
-        return handle
-
     def release(self) -> None:
         """Give this thread's connection back to the pool (outside a transaction only)."""
-        local = self._local
-        handle = getattr(local, "handle", None)
-        if handle is None or local.busy:
-            return
-        local.handle = None
-        with self._lock:
-            if len(self._idle) < self.POOL_SIZE:
-                self._idle.append(handle)
-                return
-        self._discard(handle)
+        held = getattr(self._local, "held", None)
+        if held is not None and not getattr(self._local, "busy", False):
+            self._local.held = None
+            self._pool.give(*held)
 
     def open_connections(self) -> int:
         """How many connections this store holds open (in use or idle)."""
-        with self._lock:
-            return len(self._handles)
-
-    def _file_id(self) -> tuple[int, int]:
-        try:
-            info = os.stat(self.path)
-        except FileNotFoundError:
-            raise Unavailable("The database file is missing.") from None
-        return info.st_dev, info.st_ino
-
-    def _discard(self, handle: _Handle) -> None:
-        with self._lock:
-            self._handles.discard(handle)
-        handle.db.conn.close()
+        with self._pool.lock:
+            return len(self._open)
 
     def _connect(self) -> sqlite3.Connection:
         # mode=rw: a database file that vanished is an error, not a new empty file
@@ -156,14 +161,6 @@ class SQLiteStore(Store):
                 # open connections could still write through their descriptors: refuse
                 raise Unavailable(READ_ONLY)
 
-    def transaction(self):
-        """One write transaction; nested uses join the outer one."""
-        return self._transaction("BEGIN IMMEDIATE")
-
-    def snapshot(self):
-        """Reads that see one state of the file (a deferred transaction, under WAL)."""
-        return self._transaction("BEGIN")
-
     @contextmanager
     def _transaction(self, begin: str):
         local = self._local
@@ -171,7 +168,7 @@ class SQLiteStore(Store):
             yield
             return
         with self._translated():
-            if begin == "BEGIN IMMEDIATE":
+            if begin == self.WRITE:
                 self._writable()
             db = self._db()
             db.execute(begin)
@@ -187,11 +184,11 @@ class SQLiteStore(Store):
 
     def close(self) -> None:
         """Close every connection this store opened."""
-        with self._lock:
-            handles, self._idle = list(self._handles), []
-            self._handles = weakref.WeakSet()
-        for handle in handles:
-            handle.db.conn.close()
+        self._pool.close()
+        with self._pool.lock:
+            handles = list(self._open)
+        for db in handles:
+            db.close()
         self._local = threading.local()
 
     def upgrade_schema(self) -> int:

@@ -1,18 +1,15 @@
 """Bulk transfer: import and export of people, and copying every table to another database."""
 
 from ..errors import Conflict
-from .common import insert, now_iso
 from .people import WRITTEN
-from .schema import PERSON_COLUMNS, TABLES
+from .schema import PERSON_COLUMNS, TABLES, insert, now_iso
 
 
 class TransferStore:
     def import_people(self, people: list[dict], friendships: list[tuple[int, int]]) -> None:
         """Insert people with their ids and friendships, in the caller's transaction."""
-        taken = self._execute(
-            f"SELECT id FROM people WHERE {self._in_ids('id')} LIMIT 1",
-            (self._ids([person["id"] for person in people]),),
-        ).fetchone()
+        where, ids = self._in_ids("id", [person["id"] for person in people])
+        taken = self._execute(f"SELECT id FROM people WHERE {where} LIMIT 1", (ids,)).fetchone()
         if taken:
             raise Conflict(f"A person with id '{taken['id']}' already exists.")
         now = now_iso()
