@@ -79,17 +79,13 @@ def operation_label(name: str | None) -> str:
     return name
 
 
-def _start() -> None:
-    g.metrics_started = time.perf_counter()
-
-
 def _record(response: Response) -> Response:
     rule = request.url_rule
     route = rule.rule if rule is not None else "unmatched"
     method = request.method if request.method in METHODS else "other"
     status = response.status_code
     REQUESTS.labels(route, method, str(status)).inc()
-    started = g.get("metrics_started")
+    started = g.get("started")  # set by the first hook (web/lifecycle.py)
     if started is not None:
         LATENCY.labels(route, method).observe(time.perf_counter() - started)
     operation = g.get("graphql_operation")  # (name, type, cost), set once an operation ran
@@ -116,7 +112,6 @@ def metrics():
 
 
 def init_app(app) -> None:
-    """Time every request from the first hook on and count it once it is answered."""
-    app.before_request(_start)  # first of the hooks when init_app is called first
+    """Count every request once it is answered."""
     app.after_request(_record)  # so it runs last of the after_request hooks
     app.register_blueprint(bp)

@@ -114,7 +114,8 @@ def init_app(app, *, unlimited=frozenset(), handshake=frozenset()) -> Limiter:
     def short(written: str, counter: str, scope=SCOPE, charge=False, cost=1):
         """The first window of `written` without room for `cost`, or None; `charge`: take it."""
         room = limiter.limiter.hit if charge else limiter.limiter.test
-        return next((i for i in parsed(written) if not room(i, *ids, counter, scope, cost=cost)), None)
+        windows = parsed(written)
+        return next((i for i in windows if not room(i, *ids, counter, scope, cost=cost)), None)
 
     def refusal(item, counter: str, detail: str, scope: str = SCOPE) -> RateLimited:
         reset, remaining = limiter.limiter.get_window_stats(item, *ids, counter, scope)
