@@ -41,8 +41,7 @@ def opened(database: str | None, *, create: bool = True) -> Store:
     path = settings(database)["DATABASE"]
     if not create and not is_url(path) and not os.path.exists(path):
         raise CommandError(missing(path))
-    if create:
-        prepare_directory(path)
+    prepare_directory(path)  # a no-op for a database that exists
     try:
         store = open_store(path)
         store.upgrade_schema()
