@@ -95,12 +95,10 @@ def main(argv=None) -> int:
     except NoArgsIsHelpError as exc:  # a group called alone: its help, as click shows it
         exc.show()
         return exc.exit_code
-    except click.UsageError as exc:
-        click.echo(f"people-service: {exc.format_message()} (see --help)", err=True)
-        return 2
-    except click.ClickException as exc:
-        click.echo(f"people-service: {exc.format_message()}", err=True)
-        return 1
+    except click.ClickException as exc:  # a usage error (status 2) points to --help
+        hint = " (see --help)" if isinstance(exc, click.UsageError) else ""
+        click.echo(f"people-service: {exc.format_message()}{hint}", err=True)
+        return exc.exit_code
     except ServiceError as exc:
         click.echo(f"people-service: {exc.detail}", err=True)
         return 1
