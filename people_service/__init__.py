@@ -8,9 +8,8 @@ from typing import TYPE_CHECKING
 
 from . import config as settings
 from .config import ConfigError
-from .credentials import load_secret
+from .credentials import UsageTracker, load_secret
 from .store import is_url, open_store, redacted
-from .usage import UsageTracker
 
 if TYPE_CHECKING:
     from flask import Flask

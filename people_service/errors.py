@@ -20,89 +20,50 @@ class ServiceError(Exception):
         return cls(f"{field}: {message}", errors={field: [message]})
 
 
-class BadRequest(ServiceError):
-    graphql_code = "BAD_REQUEST"
-    default_detail = "The request is malformed."
+def _error(name: str, code: str, detail: str, base: type = ServiceError) -> type:
+    return type(name, (base,), {"graphql_code": code, "default_detail": detail})
 
 
-class InvalidArgument(BadRequest):
-    """A query-string parameter or GraphQL argument out of its range."""
-
-    graphql_code = "BAD_USER_INPUT"
-
-
-class QueryTooComplex(BadRequest):
-    """A GraphQL document over a limit, refused before it runs and charged nothing."""
-
-    graphql_code = "QUERY_TOO_COMPLEX"
-    default_detail = "The query is over a limit; it was not run."
-
-
-class Unauthorized(ServiceError):
-    graphql_code = "UNAUTHENTICATED"
-    default_detail = "Credentials are missing or invalid."
-
-
-class Forbidden(ServiceError):
-    graphql_code = "FORBIDDEN"
-    default_detail = "The credentials lack the scope for this."
-
-
-class NotFound(ServiceError):
-    graphql_code = "NOT_FOUND"
-    default_detail = "Not found."
-
-
-class MethodNotAllowed(ServiceError):
-    graphql_code = "BAD_REQUEST"
-    default_detail = "The method is not allowed for this resource."
-
-
-class NotAcceptable(ServiceError):
-    graphql_code = "BAD_REQUEST"
-    default_detail = "None of the media types the request accepts can be sent."
-
-
-class Conflict(ServiceError):
-    """The request contradicts stored data (a taken email or name); for GraphQL it is bad input."""
-
-    graphql_code = "BAD_USER_INPUT"
-    default_detail = "The request conflicts with stored data."
-
-
-class PreconditionFailed(ServiceError):
-    graphql_code = "BAD_REQUEST"
-    default_detail = "The resource has changed since the ETag given in If-Match."
-
-
-class UnsupportedMediaType(ServiceError):
-    graphql_code = "BAD_REQUEST"
-    default_detail = "The body must be application/json."
-
-
-class Invalid(ServiceError):
-    """Input that parses but breaks the rules; `errors` nests messages the way the body nests."""
-
-    graphql_code = "BAD_USER_INPUT"
-    default_detail = "The request body is invalid."
-
-
-class RateLimited(ServiceError):
-    graphql_code = "RATE_LIMITED"
-    default_detail = "Rate limit exceeded; try again later."
-
-
-class Unavailable(ServiceError):
-    """The database cannot serve this now (missing, read-only); an operator must act."""
-
-    default_detail = "The database is unavailable; try again later."
-
-
-class Busy(Unavailable):
-    """Another writer holds the database; the same request succeeds in a moment."""
-
-    default_detail = "The database is busy; try again in a moment."
-
-
-class StorageFull(ServiceError):
-    default_detail = "The database is full; nothing was written. Reads still work."
+# Name, GraphQL code, default detail and base; web/problems.py maps each to its HTTP status
+BadRequest = _error("BadRequest", "BAD_REQUEST", "The request is malformed.")
+# a query-string parameter or GraphQL argument out of its range
+InvalidArgument = _error("InvalidArgument", "BAD_USER_INPUT", BadRequest.default_detail, BadRequest)
+# a GraphQL document over a limit, refused before it runs and charged nothing
+QueryTooComplex = _error(
+    "QueryTooComplex", "QUERY_TOO_COMPLEX", "The query is over a limit; it was not run.", BadRequest
+)
+Unauthorized = _error("Unauthorized", "UNAUTHENTICATED", "Credentials are missing or invalid.")
+Forbidden = _error("Forbidden", "FORBIDDEN", "The credentials lack the scope for this.")
+NotFound = _error("NotFound", "NOT_FOUND", "Not found.")
+MethodNotAllowed = _error(
+    "MethodNotAllowed", "BAD_REQUEST", "The method is not allowed for this resource."
+)
+NotAcceptable = _error(
+    "NotAcceptable", "BAD_REQUEST", "None of the media types the request accepts can be sent."
+)
+# the request contradicts stored data (a taken email or name); for GraphQL it is bad input
+Conflict = _error("Conflict", "BAD_USER_INPUT", "The request conflicts with stored data.")
+PreconditionFailed = _error(
+    "PreconditionFailed",
+    "BAD_REQUEST",
+    "The resource has changed since the ETag given in If-Match.",
+)
+UnsupportedMediaType = _error(
+    "UnsupportedMediaType", "BAD_REQUEST", "The body must be application/json."
+)
+# input that parses but breaks the rules; `errors` nests messages the way the body nests
+Invalid = _error("Invalid", "BAD_USER_INPUT", "The request body is invalid.")
+RateLimited = _error("RateLimited", "RATE_LIMITED", "Rate limit exceeded; try again later.")
+# the database cannot serve this now (missing, read-only); an operator must act
+Unavailable = _error(
+    "Unavailable", ServiceError.graphql_code, "The database is unavailable; try again later."
+)
+# another writer holds the database; the same request succeeds in a moment
+Busy = _error(
+    "Busy", ServiceError.graphql_code, "The database is busy; try again in a moment.", Unavailable
+)
+StorageFull = _error(
+    "StorageFull",
+    ServiceError.graphql_code,
+    "The database is full; nothing was written. Reads still work.",
+)

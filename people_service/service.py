@@ -241,13 +241,8 @@ def friends_of(store, person_ids: list[str], limit) -> dict[str, list[dict]]:
 
 
 def message_out(row: dict) -> dict:
-    return {
-        "id": str(row["id"]),
-        "person_id": str(row["person_id"]),
-        "content": row["content"],
-        "sender": row["sender"],
-        "created_at": row["created_at"],
-    }
+    ids = {"id": str(row["id"]), "person_id": str(row["person_id"])}
+    return {**ids, **{key: row[key] for key in ("content", "sender", "created_at")}}
 
 
 def send_message(store, viewer: Viewer, data) -> dict:

@@ -20,7 +20,6 @@ DOMAIN = [
         "passwords.py",
         "idempotency.py",
         "transfer.py",
-        "usage.py",
         "schemas.py",
         "errors.py",
         "config.py",

@@ -15,8 +15,8 @@ import jwt
 import pytest
 
 from people_service import credentials, errors, service
+from people_service.credentials import UsageTracker
 from people_service.store import open_store, redacted
-from people_service.usage import UsageTracker
 from people_service.web import services
 from people_service.web.problems import problem_response
 

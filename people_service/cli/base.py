@@ -41,8 +41,7 @@ def opened(database: str | None, *, create: bool = True) -> Store:
     path = settings(database)["DATABASE"]
     if not create and not is_url(path) and not os.path.exists(path):
         raise CommandError(missing(path))
-    if create:
-        prepare_directory(path)
+    prepare_directory(path)  # a no-op for a database that exists
     try:
         store = open_store(path)
         store.upgrade_schema()
@@ -96,12 +95,10 @@ def main(argv=None) -> int:
     except NoArgsIsHelpError as exc:  # a group called alone: its help, as click shows it
         exc.show()
         return exc.exit_code
-    except click.UsageError as exc:
-        click.echo(f"people-service: {exc.format_message()} (see --help)", err=True)
-        return 2
-    except click.ClickException as exc:
-        click.echo(f"people-service: {exc.format_message()}", err=True)
-        return 1
+    except click.ClickException as exc:  # a usage error (status 2) points to --help
+        hint = " (see --help)" if isinstance(exc, click.UsageError) else ""
+        click.echo(f"people-service: {exc.format_message()}{hint}", err=True)
+        return exc.exit_code
     except ServiceError as exc:
         click.echo(f"people-service: {exc.detail}", err=True)
         return 1

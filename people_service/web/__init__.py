@@ -4,8 +4,8 @@ from dataclasses import dataclass, field
 
 from flask import current_app
 
+from ..credentials import UsageTracker
 from ..store import Store
-from ..usage import UsageTracker
 
 
 @dataclass(eq=False)  # compared and hashed by identity: one per app
