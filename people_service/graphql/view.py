@@ -5,7 +5,7 @@ import logging
 import re
 
 from ariadne import unwrap_graphql_error
-from flask import Blueprint, current_app, g, request
+from flask import Blueprint, current_app, g, render_template, request
 from graphql import GraphQLError, OperationType, get_operation_ast, specified_rules, validate
 from graphql.validation.validate import ValidationAbortedError
 from werkzeug.wrappers import Response
@@ -23,13 +23,12 @@ from ..web import get_store, ratelimit, services
 from ..web.caller import authenticate
 from ..web.jsonio import dump_json, json_body, parse_json
 from ..web.negotiation import HTML, negotiate
+from ..web.pages import asset_url, content_security_policy, html_response, source_of, vendor_url
 from ..web.problems import bounded_errors, error_parts, graphql_code, with_headers
 from . import parsing
-from .batch import Batches
 from .executor import LeafExecutor
-from .explorer import explorer_response
 from .meter import NoIntrospection, introspective, limits_of
-from .resolvers import Context, executable_schema, sdl
+from .resolvers import Batches, Context, executable_schema, sdl
 
 bp = Blueprint("graphql", __name__)
 log = logging.getLogger("people_service.graphql")
@@ -268,6 +267,69 @@ def format_error(error: GraphQLError) -> dict:
             extensions["code"] = "BAD_REQUEST" if error.path is None else "INTERNAL_SERVER_ERROR"
     formatted["extensions"] = extensions
     return formatted
+
+
+# Playground's own defaults poll the schema every 2 s, each poll an introspection query charged
+# to the key's rate limit; the schema reloads with the page or the refresh button instead.
+PLAYGROUND_SETTINGS = {
+    "schema.polling.enable": False,
+    "request.credentials": "omit",
+    "editor.reuseHeaders": True,
+    "tracing.hideTracingResponse": True,
+}
+
+
+def _playground(url) -> dict:
+    package = "graphql-playground-react"
+    return {
+        "css": url(package, "build/static/css/index.css"),
+        "favicon": url(package, "build/favicon.png"),
+        "logo": url(package, "build/logo.png"),
+        "scripts": [url(package, "build/static/js/middleware.js")],
+        "config": {"settings": PLAYGROUND_SETTINGS},
+    }
+
+
+def _graphiql(url) -> dict:
+    return {
+        "css": url("graphiql", "dist/style.css"),
+        "scripts": [
+            url("react", "umd/react.production.min.js"),
+            url("react-dom", "umd/react-dom.production.min.js"),
+            url("graphiql", "dist/index.umd.js"),
+        ],
+        "config": {},
+    }
+
+
+EXPLORERS = {"playground": _playground, "graphiql": _graphiql}
+
+
+def _relative(url: str) -> str:
+    """A URL relative to the page: the page, cached for all, holds no request's mount prefix."""
+    if "//" in url:  # a CDN's
+        return url
+    return url.removeprefix(request.script_root).lstrip("/")
+
+
+def explorer_response():
+    """The explorer page (rendered once per app), or None with EXPLORER=none."""
+    explorer, cdn = current_app.config["EXPLORER"], current_app.config["EXPLORER_CDN"]
+    if explorer not in EXPLORERS:
+        return None
+    ext = services()
+    if ext.explorer is None:  # the page holds no prefix and depends only on the config
+        page = EXPLORERS[explorer](lambda package, path: _relative(vendor_url(package, path, cdn)))
+        ext.explorer = render_template(
+            f"{explorer}.html",
+            **page,
+            title="people-service",
+            explorer_css=_relative(asset_url("pages/explorer.css")),
+            init=_relative(asset_url(f"pages/{explorer}.js")),
+        )
+    # scripts from files only (this server or the CDN), styles also inline (React sets them)
+    policy = content_security_policy(inline_styles=True, origin=source_of(cdn))
+    return html_response(ext.explorer, policy)
 
 
 def graphql_response(body, status: int, media: str | None = None, headers=None) -> Response:
