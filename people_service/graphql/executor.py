@@ -25,13 +25,8 @@ class LeafExecutor(Executor):
             grouped, new_defer_usages = self.collect_subfields(named, field_details_list)[:2]
             plan = None if new_defer_usages else self._plan(named, grouped)
             if plan is not None:
-                items = []
-                for item in result:
-                    built = self._complete(plan, item) if type(item) is dict else _SLOW
-                    if built is _SLOW:
-                        break
-                    items.append(built)
-                else:
+                items = [self._complete(plan, item) for item in result]
+                if _SLOW not in items:
                     return items
         return super().complete_list_value(
             return_type, field_details_list, info, path, result, position_context
@@ -49,7 +44,9 @@ class LeafExecutor(Executor):
         )
 
     @staticmethod
-    def _complete(plan, source: dict):
+    def _complete(plan, source):
+        if type(source) is not dict:
+            return _SLOW
         result = {}
         for response_name, field_name, serialize, non_null in plan:
             value = source.get(field_name)

@@ -7,6 +7,7 @@ import re
 from ariadne import unwrap_graphql_error
 from flask import Blueprint, current_app, g, render_template, request
 from graphql import GraphQLError, OperationType, get_operation_ast, specified_rules, validate
+from graphql.pyutils import snake_to_camel
 from graphql.validation.validate import ValidationAbortedError
 from werkzeug.wrappers import Response
 
@@ -230,17 +231,14 @@ def execute() -> tuple[dict, bool]:
 def graphql_names(errors):
     """The service's field messages keyed by their GraphQL names (min_age: minAge)."""
     if isinstance(errors, dict):
-        return {_camel(key): graphql_names(value) for key, value in errors.items()}
+        # list indices and _schema (the object as a whole) stay as they are
+        return {
+            (snake_to_camel(key, False) if str(key)[:1].isalpha() else key): graphql_names(value)
+            for key, value in errors.items()
+        }
     if isinstance(errors, list):
         return [graphql_names(item) for item in errors]
     return errors
-
-
-def _camel(key):
-    if not isinstance(key, str) or key.startswith("_"):  # _schema: the object as a whole
-        return key
-    first, *rest = key.split("_")
-    return first + "".join(part[:1].upper() + part[1:] for part in rest)
 
 
 def format_error(error: GraphQLError) -> dict:
