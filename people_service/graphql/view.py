@@ -277,7 +277,17 @@ PLAYGROUND_SETTINGS = {
 }
 
 
-def _playground(url) -> dict:
+def _assets(explorer: str, url) -> dict:
+    if explorer == "graphiql":
+        return {
+            "css": url("graphiql", "dist/style.css"),
+            "scripts": [
+                url("react", "umd/react.production.min.js"),
+                url("react-dom", "umd/react-dom.production.min.js"),
+                url("graphiql", "dist/index.umd.js"),
+            ],
+            "config": {},
+        }
     package = "graphql-playground-react"
     return {
         "css": url(package, "build/static/css/index.css"),
@@ -288,36 +298,19 @@ def _playground(url) -> dict:
     }
 
 
-def _graphiql(url) -> dict:
-    return {
-        "css": url("graphiql", "dist/style.css"),
-        "scripts": [
-            url("react", "umd/react.production.min.js"),
-            url("react-dom", "umd/react-dom.production.min.js"),
-            url("graphiql", "dist/index.umd.js"),
-        ],
-        "config": {},
-    }
-
-
-EXPLORERS = {"playground": _playground, "graphiql": _graphiql}
-
-
 def _relative(url: str) -> str:
     """A URL relative to the page: the page, cached for all, holds no request's mount prefix."""
-    if "//" in url:  # a CDN's
-        return url
-    return url.removeprefix(request.script_root).lstrip("/")
+    return url if "//" in url else url.removeprefix(request.script_root).lstrip("/")  # //: a CDN
 
 
 def explorer_response():
     """The explorer page (rendered once per app), or None with EXPLORER=none."""
     explorer, cdn = current_app.config["EXPLORER"], current_app.config["EXPLORER_CDN"]
-    if explorer not in EXPLORERS:
+    if explorer == "none":
         return None
     ext = services()
     if ext.explorer is None:  # the page holds no prefix and depends only on the config
-        page = EXPLORERS[explorer](lambda package, path: _relative(vendor_url(package, path, cdn)))
+        page = _assets(explorer, lambda package, path: _relative(vendor_url(package, path, cdn)))
         ext.explorer = render_template(
             f"{explorer}.html",
             **page,
