@@ -1,10 +1,9 @@
 """The executable GraphQL schema: schema.graphql bound to resolvers calling the service layer."""
 
-from collections import defaultdict
+from collections import defaultdict, namedtuple
 from functools import cache, partial, wraps
 from operator import itemgetter
 from pathlib import Path
-from typing import NamedTuple
 
 from ariadne import (
     EnumType,
@@ -77,12 +76,7 @@ class Batches:
         return answers[key]
 
 
-class Context(NamedTuple):
-    """What every resolver of one request shares."""
-
-    store: object
-    caller: object
-    batches: Batches
+Context = namedtuple("Context", "store caller batches")  # what one request's resolvers share
 
 
 def guarded(root, field: str, scope: str):

@@ -73,11 +73,9 @@ def persisted_digest(data: dict) -> str | None:
     digest = persisted.get("sha256Hash")
     if not isinstance(digest, str) or not SHA256.fullmatch(digest):
         raise BadRequest("'sha256Hash' must be a SHA-256 in 64 lowercase hex digits.")
-    query = data.get("query")
-    if (
-        query is not None
-        and hashlib.sha256(query.encode("utf-8", "surrogatepass")).hexdigest() != digest
-    ):
+    query = data.get("query")  # None, or a string (_read_request)
+    encoded = None if query is None else query.encode("utf-8", "surrogatepass")
+    if encoded is not None and hashlib.sha256(encoded).hexdigest() != digest:
         raise BadRequest("'sha256Hash' is not the SHA-256 of the query.")
     return digest
 
