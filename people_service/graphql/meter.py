@@ -252,9 +252,7 @@ class Meter:
         return min(total, CEILING)
 
 
-def limits_of(
-    schema, document, values, operation_name, config, budget
-) -> tuple[tuple[GraphQLError, ...], int]:
+def limits_of(schema, document, values, operation_name, config, budget) -> tuple:
     """(errors, price) of a document; `budget` is the caller's (smallest window, limit)."""
     max_depth, max_aliases = config["GRAPHQL_MAX_DEPTH"], config["GRAPHQL_MAX_ALIASES"]
     max_cost = config["GRAPHQL_MAX_COST"]

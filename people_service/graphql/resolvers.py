@@ -29,7 +29,6 @@ person_sort = EnumType(
 )
 # The SDL lives at the repository root; the package holds a link to it so installs find it too.
 SCHEMA_PATH = Path(__file__).with_name("schema.graphql")
-_ID = itemgetter("id")
 
 
 def path_key(path) -> tuple:
@@ -129,7 +128,7 @@ def resolve_me(_, info):
 def resolve_friends(obj, info, limit=None):
     count = service.list_field_limit(limit)
     fetch = partial(service.friends_of, info.context.store, limit=count)
-    return info.context.batches.load(info, obj, f"friends:{count}", _ID, fetch)
+    return info.context.batches.load(info, obj, f"friends:{count}", itemgetter("id"), fetch)
 
 
 @person.field("messages")
@@ -137,7 +136,7 @@ def resolve_messages(obj, info, limit=None):
     count = service.list_field_limit(limit)
     ctx = info.context
     fetch = partial(service.messages_of, ctx.store, ctx.caller.viewer, limit=count)
-    return ctx.batches.load(info, obj, f"messages:{count}", _ID, fetch)
+    return ctx.batches.load(info, obj, f"messages:{count}", itemgetter("id"), fetch)
 
 
 @message.field("person")
@@ -173,10 +172,8 @@ def resolve_remove_friend(info, id, friend_id):
 
 
 @guarded(mutation, "sendMessage", "write")
-def resolve_send_message(info, person_id, content):
-    return service.send_message(
-        info.context.store, info.context.caller.viewer, {"person_id": person_id, "content": content}
-    )
+def resolve_send_message(info, **data):  # person_id and content, both required
+    return service.send_message(info.context.store, info.context.caller.viewer, data)
 
 
 @cache

@@ -38,8 +38,7 @@ GRAPHQL_RESPONSE = "application/graphql-response+json"
 # Introspection answers kept per app (the explorers send one or two distinct queries).
 INTROSPECTION_ANSWERS = 32
 JSON = "application/json"
-# Automatic persisted queries (Apollo's protocol): how many documents the store keeps, and
-# the largest it keeps.
+# Automatic persisted queries (Apollo's protocol): how many documents are kept, the largest kept
 PERSISTED_KEEP = 1000
 PERSISTED_MAX_BYTES = 32 * 1024
 SHA256 = re.compile(r"[0-9a-f]{64}")
