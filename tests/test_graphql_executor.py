@@ -7,9 +7,8 @@ from ariadne import QueryType, graphql_sync, make_executable_schema
 from graphql.execution.executor import Executor
 
 from people_service import credentials, service, transfer
-from people_service.graphql.batch import Batches
 from people_service.graphql.executor import LeafExecutor
-from people_service.graphql.resolvers import Context, executable_schema
+from people_service.graphql.resolvers import Batches, Context, executable_schema
 
 QUERIES = [
     "{ people(limit: 5) { id name age email address { street city country } } }",

@@ -57,9 +57,8 @@ def test_collect_subfields_returns_the_field_set_and_the_defer_usages_first(app,
     """LeafExecutor reads `collect_subfields(...)[:2]` as (grouped field set, new defer usages)."""
     from ariadne import graphql_sync
 
-    from people_service.graphql.batch import Batches
     from people_service.graphql.executor import LeafExecutor
-    from people_service.graphql.resolvers import Context, executable_schema
+    from people_service.graphql.resolvers import Batches, Context, executable_schema
 
     seen = []
 

@@ -9,7 +9,7 @@ _SLOW = object()
 class LeafExecutor(Executor):
     """graphql-core's executor, completing an object of plain dict scalars in one loop."""
 
-    _plans: dict = {}  # (type, response names) -> [(response name, field, serialize, non-null)]
+    _plans: dict = {}  # (type, *response and field names) -> [(name, field, serialize, non-null)]
 
     def complete_list_value(
         self, return_type, field_details_list, info, path, result, position_context
@@ -25,13 +25,8 @@ class LeafExecutor(Executor):
             grouped, new_defer_usages = self.collect_subfields(named, field_details_list)[:2]
             plan = None if new_defer_usages else self._plan(named, grouped)
             if plan is not None:
-                items = []
-                for item in result:
-                    built = self._complete(plan, item) if type(item) is dict else _SLOW
-                    if built is _SLOW:
-                        break
-                    items.append(built)
-                else:
+                items = [self._complete(plan, item) for item in result]
+                if _SLOW not in items:
                     return items
         return super().complete_list_value(
             return_type, field_details_list, info, path, result, position_context
@@ -49,7 +44,9 @@ class LeafExecutor(Executor):
         )
 
     @staticmethod
-    def _complete(plan, source: dict):
+    def _complete(plan, source):
+        if type(source) is not dict:
+            return _SLOW
         result = {}
         for response_name, field_name, serialize, non_null in plan:
             value = source.get(field_name)
@@ -65,17 +62,14 @@ class LeafExecutor(Executor):
         return result
 
     def _plan(self, parent_type, grouped_field_set):
-        key = (parent_type, tuple(grouped_field_set.keys()))
+        # keyed by the field names too: aliases let the same response names stand for others
+        items = grouped_field_set.items()
+        key = (parent_type, *((name, details[0].node.name.value) for name, details in items))
         plans = LeafExecutor._plans
         if key in plans:
-            plan = plans[key]
-            # the same response names can stand for other fields (aliases): check the names
-            if plan is None or all(
-                grouped_field_set[name][0].node.name.value == field for name, field, _, _ in plan
-            ):
-                return plan
+            return plans[key]
         plan = []
-        for response_name, details in grouped_field_set.items():
+        for response_name, details in items:
             field_name = details[0].node.name.value
             definition = parent_type.fields.get(field_name)
             named = None if definition is None else get_nullable_type(definition.type)

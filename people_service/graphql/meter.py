@@ -14,6 +14,7 @@ from graphql import (
     get_named_type,
     get_nullable_type,
     get_operation_ast,
+    introspection_types,
     is_abstract_type,
     is_composite_type,
     is_enum_type,
@@ -49,33 +50,22 @@ def _has_fields(value) -> bool:
     return is_object_type(value) or is_interface_type(value)
 
 
-# (introspection type, elements of schema s and element v) an introspection field returns, as
+# The elements of schema s and element v that each composite introspection field returns, as
 # graphql-core's resolvers do (deprecated entries included: an upper bound)
 _CHILDREN = {
-    ("__Schema", "types"): ("__Type", lambda s, v: s.type_map.values()),
-    ("__Schema", "directives"): ("__Directive", lambda s, v: s.directives),
-    ("__Schema", "queryType"): ("__Type", lambda s, v: [s.query_type]),
-    ("__Schema", "mutationType"): ("__Type", lambda s, v: [s.mutation_type]),
-    ("__Schema", "subscriptionType"): ("__Type", lambda s, v: [s.subscription_type]),
-    ("__Type", "ofType"): ("__Type", lambda s, v: [getattr(v, "of_type", None)]),
-    ("__Type", "fields"): ("__Field", lambda s, v: v.fields.values() if _has_fields(v) else ()),
-    ("__Type", "interfaces"): ("__Type", lambda s, v: v.interfaces if _has_fields(v) else ()),
-    ("__Type", "possibleTypes"): (
-        "__Type",
-        lambda s, v: s.get_possible_types(v) if is_abstract_type(v) else (),
-    ),
-    ("__Type", "enumValues"): (
-        "__EnumValue",
-        lambda s, v: v.values.values() if is_enum_type(v) else (),
-    ),
-    ("__Type", "inputFields"): (
-        "__InputValue",
-        lambda s, v: v.fields.values() if is_input_object_type(v) else (),
-    ),
-    ("__Field", "type"): ("__Type", lambda s, v: [v.type]),
-    ("__InputValue", "type"): ("__Type", lambda s, v: [v.type]),
-    ("__Field", "args"): ("__InputValue", lambda s, v: v.args.values()),
-    ("__Directive", "args"): ("__InputValue", lambda s, v: v.args.values()),
+    "types": lambda s, v: s.type_map.values(),
+    "queryType": lambda s, v: [s.query_type],
+    "mutationType": lambda s, v: [s.mutation_type],
+    "subscriptionType": lambda s, v: [s.subscription_type],
+    "directives": lambda s, v: s.directives,
+    "args": lambda s, v: v.args.values(),
+    "fields": lambda s, v: v.fields.values() if _has_fields(v) else (),
+    "interfaces": lambda s, v: v.interfaces if _has_fields(v) else (),
+    "possibleTypes": lambda s, v: s.get_possible_types(v) if is_abstract_type(v) else (),
+    "enumValues": lambda s, v: v.values.values() if is_enum_type(v) else (),
+    "inputFields": lambda s, v: v.fields.values() if is_input_object_type(v) else (),
+    "ofType": lambda s, v: [getattr(v, "of_type", None)],
+    "type": lambda s, v: [v.type],
 }
 
 
@@ -241,9 +231,11 @@ class Meter:
             if self._skipped(child, True):
                 continue
             if isinstance(child, FieldNode):
-                child_kind, children = _CHILDREN.get((kind, child.name.value), (kind, None))
+                field = introspection_types[kind].fields.get(child.name.value)
+                children = _CHILDREN.get(child.name.value) if field else None
                 if children is None or child.selection_set is None:
                     continue
+                child_kind = get_named_type(field.type).name
                 for item in children(self.schema, value):
                     if item is not None:
                         total += 1 + self._introspect(child, child_kind, item, nesting + 1)
@@ -260,9 +252,7 @@ class Meter:
         return min(total, CEILING)
 
 
-def limits_of(
-    schema, document, values, operation_name, config, budget
-) -> tuple[tuple[GraphQLError, ...], int]:
+def limits_of(schema, document, values, operation_name, config, budget) -> tuple:
     """(errors, price) of a document; `budget` is the caller's (smallest window, limit)."""
     max_depth, max_aliases = config["GRAPHQL_MAX_DEPTH"], config["GRAPHQL_MAX_ALIASES"]
     max_cost = config["GRAPHQL_MAX_COST"]

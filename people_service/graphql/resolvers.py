@@ -1,9 +1,9 @@
 """The executable GraphQL schema: schema.graphql bound to resolvers calling the service layer."""
 
+from collections import defaultdict, namedtuple
 from functools import cache, partial, wraps
 from operator import itemgetter
 from pathlib import Path
-from typing import NamedTuple
 
 from ariadne import (
     EnumType,
@@ -17,35 +17,65 @@ from ariadne import (
 from .. import service
 from ..errors import Forbidden, InvalidArgument
 from ..web.caller import caller_summary
-from .batch import Batches
 
 query = QueryType()
 mutation = MutationType()
 person = ObjectType("Person")
 message = ObjectType("Message")
 # PersonSort values arrive as the service's sort items ("-name"): REST and GraphQL share rules
+_SORTS = {key.upper(): key for key in ("id", "name", "age")}
 person_sort = EnumType(
-    "PersonSort",
-    {
-        "ID": "id",
-        "ID_DESC": "-id",
-        "NAME": "name",
-        "NAME_DESC": "-name",
-        "AGE": "age",
-        "AGE_DESC": "-age",
-    },
+    "PersonSort", {**_SORTS, **{f"{name}_DESC": f"-{key}" for name, key in _SORTS.items()}}
 )
 # The SDL lives at the repository root; the package holds a link to it so installs find it too.
 SCHEMA_PATH = Path(__file__).with_name("schema.graphql")
-_ID = itemgetter("id")
 
 
-class Context(NamedTuple):
-    """What every resolver of one request shares."""
+def path_key(path) -> tuple:
+    """A response path without list indices: ('people', 'friends') for people[3].friends."""
+    return tuple(key for key in path.as_list() if isinstance(key, str))
 
-    store: object
-    caller: object
-    batches: Batches
+
+class Batches:
+    """Loads a field for every object at one response path in one call, once per request."""
+
+    def __init__(self):
+        self._objects: dict[tuple, list[dict]] = defaultdict(list)
+        self._answers: dict[str, dict] = {}
+        # (path, field) -> keys of the objects whose answers are registered at that path
+        self._covered: dict[tuple, set] = {}
+
+    def forget(self) -> None:
+        """Drop the answers loaded so far: the data is about to change."""
+        self._answers.clear()
+
+    def register(self, path, objects) -> None:
+        """Note objects that a resolver at `path` returned."""
+        self._objects[path_key(path)].extend(objects)
+
+    def load(self, info, obj: dict, field: str, key_of, fetch):
+        """`field` (name and arguments) of `obj`; `fetch(keys) -> {key: value}` loads many."""
+        here, key = path_key(info.path), key_of(obj)
+        answers = self._answers.setdefault(field, {})
+        covered = self._covered.setdefault((here, field), set())
+        if key in answers and key in covered:
+            return answers[key]
+        keys = {key_of(other) for other in self._objects.get(here[:-1], ())} | {key}
+        if key not in answers:
+            wanted = sorted(keys - answers.keys(), key=int)
+            found = fetch(wanted)
+            answers.update((wanted_key, found.get(wanted_key)) for wanted_key in wanted)
+        if key not in covered:  # their answers are the objects of the next level
+            for value in map(answers.get, keys - covered):
+                if isinstance(value, list):
+                    self._objects[here].extend(value)
+                elif value is not None:
+                    self._objects[here].append(value)
+            covered |= keys
+        return answers[key]
+
+
+Context = namedtuple("Context", "store caller batches")  # what one request's resolvers share
 
 
 def guarded(root, field: str, scope: str):
@@ -98,7 +128,7 @@ def resolve_me(_, info):
 def resolve_friends(obj, info, limit=None):
     count = service.list_field_limit(limit)
     fetch = partial(service.friends_of, info.context.store, limit=count)
-    return info.context.batches.load(info, obj, f"friends:{count}", _ID, fetch)
+    return info.context.batches.load(info, obj, f"friends:{count}", itemgetter("id"), fetch)
 
 
 @person.field("messages")
@@ -106,7 +136,7 @@ def resolve_messages(obj, info, limit=None):
     count = service.list_field_limit(limit)
     ctx = info.context
     fetch = partial(service.messages_of, ctx.store, ctx.caller.viewer, limit=count)
-    return ctx.batches.load(info, obj, f"messages:{count}", _ID, fetch)
+    return ctx.batches.load(info, obj, f"messages:{count}", itemgetter("id"), fetch)
 
 
 @message.field("person")
@@ -142,10 +172,8 @@ def resolve_remove_friend(info, id, friend_id):
 
 
 @guarded(mutation, "sendMessage", "write")
-def resolve_send_message(info, person_id, content):
-    return service.send_message(
-        info.context.store, info.context.caller.viewer, {"person_id": person_id, "content": content}
-    )
+def resolve_send_message(info, **data):  # person_id and content, both required
+    return service.send_message(info.context.store, info.context.caller.viewer, data)
 
 
 @cache

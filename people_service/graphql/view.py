@@ -5,8 +5,9 @@ import logging
 import re
 
 from ariadne import unwrap_graphql_error
-from flask import Blueprint, current_app, g, request
+from flask import Blueprint, current_app, g, render_template, request
 from graphql import GraphQLError, OperationType, get_operation_ast, specified_rules, validate
+from graphql.pyutils import snake_to_camel
 from graphql.validation.validate import ValidationAbortedError
 from werkzeug.wrappers import Response
 
@@ -23,13 +24,12 @@ from ..web import get_store, ratelimit, services
 from ..web.caller import authenticate
 from ..web.jsonio import dump_json, json_body, parse_json
 from ..web.negotiation import HTML, negotiate
+from ..web.pages import asset_url, content_security_policy, html_response, source_of, vendor_url
 from ..web.problems import bounded_errors, error_parts, graphql_code, with_headers
 from . import parsing
-from .batch import Batches
 from .executor import LeafExecutor
-from .explorer import explorer_response
 from .meter import NoIntrospection, introspective, limits_of
-from .resolvers import Context, executable_schema, sdl
+from .resolvers import Batches, Context, executable_schema, sdl
 
 bp = Blueprint("graphql", __name__)
 log = logging.getLogger("people_service.graphql")
@@ -38,8 +38,7 @@ GRAPHQL_RESPONSE = "application/graphql-response+json"
 # Introspection answers kept per app (the explorers send one or two distinct queries).
 INTROSPECTION_ANSWERS = 32
 JSON = "application/json"
-# Automatic persisted queries (Apollo's protocol): how many documents the store keeps, and
-# the largest it keeps.
+# Automatic persisted queries (Apollo's protocol): how many documents are kept, the largest kept
 PERSISTED_KEEP = 1000
 PERSISTED_MAX_BYTES = 32 * 1024
 SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -73,11 +72,9 @@ def persisted_digest(data: dict) -> str | None:
     digest = persisted.get("sha256Hash")
     if not isinstance(digest, str) or not SHA256.fullmatch(digest):
         raise BadRequest("'sha256Hash' must be a SHA-256 in 64 lowercase hex digits.")
-    query = data.get("query")
-    if (
-        query is not None
-        and hashlib.sha256(query.encode("utf-8", "surrogatepass")).hexdigest() != digest
-    ):
+    query = data.get("query")  # None, or a string (_read_request)
+    encoded = None if query is None else query.encode("utf-8", "surrogatepass")
+    if encoded is not None and hashlib.sha256(encoded).hexdigest() != digest:
         raise BadRequest("'sha256Hash' is not the SHA-256 of the query.")
     return digest
 
@@ -231,17 +228,14 @@ def execute() -> tuple[dict, bool]:
 def graphql_names(errors):
     """The service's field messages keyed by their GraphQL names (min_age: minAge)."""
     if isinstance(errors, dict):
-        return {_camel(key): graphql_names(value) for key, value in errors.items()}
+        # list indices and _schema (the object as a whole) stay as they are
+        return {
+            (snake_to_camel(key, False) if str(key)[:1].isalpha() else key): graphql_names(value)
+            for key, value in errors.items()
+        }
     if isinstance(errors, list):
         return [graphql_names(item) for item in errors]
     return errors
-
-
-def _camel(key):
-    if not isinstance(key, str) or key.startswith("_"):  # _schema: the object as a whole
-        return key
-    first, *rest = key.split("_")
-    return first + "".join(part[:1].upper() + part[1:] for part in rest)
 
 
 def format_error(error: GraphQLError) -> dict:
@@ -268,6 +262,62 @@ def format_error(error: GraphQLError) -> dict:
             extensions["code"] = "BAD_REQUEST" if error.path is None else "INTERNAL_SERVER_ERROR"
     formatted["extensions"] = extensions
     return formatted
+
+
+# Playground's own defaults poll the schema every 2 s, each poll an introspection query charged
+# to the key's rate limit; the schema reloads with the page or the refresh button instead.
+PLAYGROUND_SETTINGS = {
+    "schema.polling.enable": False,
+    "request.credentials": "omit",
+    "editor.reuseHeaders": True,
+    "tracing.hideTracingResponse": True,
+}
+
+
+def _assets(explorer: str, url) -> dict:
+    if explorer == "graphiql":
+        return {
+            "css": url("graphiql", "dist/style.css"),
+            "scripts": [
+                url("react", "umd/react.production.min.js"),
+                url("react-dom", "umd/react-dom.production.min.js"),
+                url("graphiql", "dist/index.umd.js"),
+            ],
+            "config": {},
+        }
+    package = "graphql-playground-react"
+    return {
+        "css": url(package, "build/static/css/index.css"),
+        "favicon": url(package, "build/favicon.png"),
+        "logo": url(package, "build/logo.png"),
+        "scripts": [url(package, "build/static/js/middleware.js")],
+        "config": {"settings": PLAYGROUND_SETTINGS},
+    }
+
+
+def _relative(url: str) -> str:
+    """A URL relative to the page: the page, cached for all, holds no request's mount prefix."""
+    return url if "//" in url else url.removeprefix(request.script_root).lstrip("/")  # //: a CDN
+
+
+def explorer_response():
+    """The explorer page (rendered once per app), or None with EXPLORER=none."""
+    explorer, cdn = current_app.config["EXPLORER"], current_app.config["EXPLORER_CDN"]
+    if explorer == "none":
+        return None
+    ext = services()
+    if ext.explorer is None:  # the page holds no prefix and depends only on the config
+        page = _assets(explorer, lambda package, path: _relative(vendor_url(package, path, cdn)))
+        ext.explorer = render_template(
+            f"{explorer}.html",
+            **page,
+            title="people-service",
+            explorer_css=_relative(asset_url("pages/explorer.css")),
+            init=_relative(asset_url(f"pages/{explorer}.js")),
+        )
+    # scripts from files only (this server or the CDN), styles also inline (React sets them)
+    policy = content_security_policy(inline_styles=True, origin=source_of(cdn))
+    return html_response(ext.explorer, policy)
 
 
 def graphql_response(body, status: int, media: str | None = None, headers=None) -> Response:
