@@ -76,7 +76,7 @@ def create_app(config: dict | None = None) -> "Flask":
     app.url_map.merge_slashes = False
     app.url_map.redirect_defaults = False
     if options["METRICS"]:
-        metrics.init_app(app)  # first: it times every other hook
+        metrics.init_app(app)  # first: its after_request runs last, once the answer is final
     problems.init_app(app)
     lifecycle.init_app(app)  # before the limiter: its after_request must run after the limiter's
     for module in (people, messages, ops, tokens, graphql, front, pages):
