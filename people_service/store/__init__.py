@@ -2,8 +2,8 @@
 
 import re
 
-from .base import Store
-from .schema import SCHEMA_VERSION, iso
+from .base import SCHEMA_VERSION, Store
+from .people import iso
 from .sqlite import SQLiteStore
 
 __all__ = ["SCHEMA_VERSION", "SQLiteStore", "Store", "iso", "open_store", "is_url", "redacted"]
