@@ -1,5 +1,4 @@
-"""The store's one interface and the migrations; credentials and idempotency records here,
-people and messages from their mixin."""
+"""The store's one interface: its SQL (people's in a mixin) and the migrations of both backends."""
 
 from contextlib import contextmanager
 
@@ -125,9 +124,8 @@ class Rows(list):
 
 class Store(PeopleStore):
     """The SQL of both backends (`?` placeholders). A backend provides `_connection()`,
-    `_transaction(begin)`, `translate()` (a driver error as a domain error: a broken
-    constraint is Conflict, which callers that know the constraint make precise), where the
-    schema version is kept, and the dialect below."""
+    `_transaction(begin)`, `translate()` (a broken constraint is Conflict, which callers that
+    know the constraint make precise), where the schema version is kept, and the dialect below."""
 
     GREATEST = "max"  # the two-argument maximum
     FOR_UPDATE = ""  # locks the rows a SELECT reads until the transaction ends

@@ -100,6 +100,7 @@ class SQLiteCounters(Storage, SlidingWindowCounterSupport):
     PURGE_EVERY = 100  # writes of one process between purges of expired rows
     POOL_SIZE = 16  # idle connections kept per process
     PURGE_BATCH = 1000  # rows a purge removes at most: more than the writes between add
+    base_exceptions = sqlite3.Error  # what limits wraps when asked to (wrap_exceptions)
 
     def __init__(self, uri: str, wrap_exceptions: bool = False, timeout: float = 5.0, **options):
         super().__init__(uri, wrap_exceptions=wrap_exceptions, **options)
@@ -119,10 +120,6 @@ class SQLiteCounters(Storage, SlidingWindowCounterSupport):
         self._writes = itertools.count(1)
         with self._borrowed():
             pass  # the file and its table now: a bad path fails at start
-
-    @property
-    def base_exceptions(self) -> type[Exception]:
-        return sqlite3.Error
 
     @contextmanager
     def _borrowed(self) -> Iterator[sqlite3.Connection]:

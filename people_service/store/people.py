@@ -92,8 +92,7 @@ class PeopleStore:
     def list_people(
         self, filters: dict | None, limit: int, offset: int, sort=(), columns="id, name"
     ) -> list[dict]:
-        """People who match `filters`, ordered by `sort` ((key, descending) pairs of id, name
-        and age; ties by id)."""
+        """People matching `filters`, by `sort` ((key, descending) pairs; ties by id)."""
         where, params = self._where(filters)
         sql = f"SELECT {columns} FROM people{where} ORDER BY {self._order(sort)} LIMIT ? OFFSET ?"
         return self._execute(sql, (*params, limit, offset)).fetchall()
@@ -210,8 +209,7 @@ class PeopleStore:
         return result
 
     def insert_message(self, message: dict) -> dict:
-        """Store a message (person_id, sender_id, sender, content); returns it with id. An
-        unknown person is NotFound."""
+        """Store a message; returns it with its id (an unknown person is NotFound)."""
         self._writable()
         row = dict(message, created_at=now_iso())
         columns = ("person_id", "sender_id", "sender", "content", "created_at")
