@@ -21,8 +21,7 @@ from limits.storage import SlidingWindowCounterSupport, Storage
 from . import is_url
 from .sqlite import Pool
 
-SCHEME = "sqlite"
-PREFIX = SCHEME + "://"
+PREFIX = "sqlite://"
 
 SCHEMA = """
     CREATE TABLE IF NOT EXISTS counters (
@@ -96,7 +95,7 @@ class SQLiteCounters(Storage, SlidingWindowCounterSupport):
     """Exact across processes: each decision is one statement; writers queue on a thread lock
     and an flock of `<file>.lock` (quicker than SQLite's busy handler); a refusal only reads."""
 
-    STORAGE_SCHEME = [SCHEME]
+    STORAGE_SCHEME = ["sqlite"]
     PURGE_EVERY = 100  # writes of one process between purges of expired rows
     POOL_SIZE = 16  # idle connections kept per process
     PURGE_BATCH = 1000  # rows a purge removes at most: more than the writes between add
