@@ -14,7 +14,7 @@ from people_service.cli import cli as command_group
 from people_service.cli import main
 from people_service.cli.commands import table
 from people_service.store import open_store
-from people_service.store.credentials import CredentialStore
+from people_service.store.base import Store as CredentialStore
 
 from .conftest import ACTIVE, ROOT, SECRET, ServerProcess, cli, database
 

@@ -9,7 +9,7 @@ import pytest
 from people_service import service, transfer
 from people_service.errors import InvalidArgument
 from people_service.schemas import SORT_PATTERN
-from people_service.store.schema import MIGRATIONS
+from people_service.store.base import MIGRATIONS
 from people_service.store.sqlite import SQLiteStore
 
 from .conftest import count_statements

@@ -2,18 +2,16 @@
 
 import re
 
-from .base import Store
-from .schema import SCHEMA_VERSION, iso
+from .base import SCHEMA_VERSION, Store
+from .people import iso
 from .sqlite import SQLiteStore
 
 __all__ = ["SCHEMA_VERSION", "SQLiteStore", "Store", "iso", "open_store", "is_url", "redacted"]
 
-URL_SCHEMES = ("postgresql://", "postgres://")
-
 
 def is_url(database: str) -> bool:
     """Whether DATABASE names a PostgreSQL server rather than a SQLite file."""
-    return str(database).startswith(URL_SCHEMES)
+    return str(database).startswith(("postgresql://", "postgres://"))
 
 
 def redacted(database: str) -> str:

@@ -1,17 +1,111 @@
-"""The store's one interface: every query of the service, composed from one mixin per job."""
+"""The store's one interface: its SQL (people's in a mixin) and the migrations of both backends."""
 
-import sqlite3
 from contextlib import contextmanager
 
-from ..errors import ServiceError
-from .credentials import CredentialStore
-from .idempotency import IdempotencyStore
-from .messages import MessageStore
-from .people import PeopleStore
-from .schema import FOLD_PLACES_AT, MIGRATIONS, SCHEMA_VERSION
-from .transfer import TransferStore
+from ..errors import Conflict, ServiceError
+from .people import PeopleStore, insert, now_iso
 
 READ_ONLY = "The database is read-only; nothing was written."
+USER_COLUMNS = "id, username, scopes, rate_limit, created_at, last_used, request_count, disabled_at"
+KEY_COLUMNS = (
+    "id, name, prefix, scopes, rate_limit, created_at, last_used, request_count, revoked_at"
+)
+KINDS = {"api_key": "api_keys", "user": "users"}
+
+# The migrations, for both backends: migration n takes a database from version n - 1 to n, in
+# one transaction. The names in braces are what each backend spells its own way (its DIALECT).
+SCHEMA_V1 = """
+    CREATE TABLE people (
+        id {identity},
+        name TEXT NOT NULL,
+        name_key TEXT NOT NULL,
+        age INTEGER,
+        email TEXT,
+        email_key TEXT UNIQUE,
+        street TEXT,
+        city TEXT,
+        country TEXT,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+    );
+    CREATE INDEX people_name_key ON people (name_key);
+    CREATE TABLE friendships (
+        person_id {reference} NOT NULL REFERENCES people (id) ON DELETE CASCADE,
+        friend_id {reference} NOT NULL REFERENCES people (id) ON DELETE CASCADE,
+        PRIMARY KEY (person_id, friend_id)
+    ){without_rowid};
+    CREATE INDEX friendships_friend ON friendships (friend_id);
+    CREATE TABLE messages (
+        id {identity},
+        person_id {reference} NOT NULL REFERENCES people (id) ON DELETE CASCADE,
+        sender_id TEXT NOT NULL,
+        sender TEXT NOT NULL,
+        content TEXT NOT NULL,
+        created_at TEXT NOT NULL
+    );
+    CREATE INDEX messages_person ON messages (person_id, sender_id, created_at);
+    CREATE TABLE api_keys (
+        id {identity},
+        name TEXT NOT NULL UNIQUE,
+        prefix TEXT NOT NULL,
+        key_hash TEXT NOT NULL UNIQUE,
+        scopes TEXT NOT NULL,
+        rate_limit TEXT,
+        created_at TEXT NOT NULL,
+        last_used TEXT,
+        request_count {counter} NOT NULL DEFAULT 0,
+        revoked_at TEXT
+    );
+    CREATE TABLE users (
+        id {identity},
+        username TEXT NOT NULL UNIQUE,
+        password_hash TEXT NOT NULL,
+        scopes TEXT NOT NULL,
+        rate_limit TEXT,
+        created_at TEXT NOT NULL,
+        last_used TEXT,
+        request_count {counter} NOT NULL DEFAULT 0
+    );
+    CREATE TABLE idempotency (
+        caller TEXT NOT NULL,
+        key TEXT NOT NULL,
+        fingerprint TEXT NOT NULL,
+        status INTEGER NOT NULL,
+        body TEXT NOT NULL,
+        created_at {real} NOT NULL,
+        PRIMARY KEY (caller, key)
+    );
+    CREATE INDEX idempotency_created ON idempotency (created_at);
+    -- what the service keeps in the database itself (PostgreSQL: the token secret)
+    CREATE TABLE settings (name TEXT PRIMARY KEY, value TEXT NOT NULL)
+"""
+MIGRATIONS = [
+    SCHEMA_V1,
+    # users can be disabled, and a password change or a disable ends their tokens
+    """
+    ALTER TABLE users ADD COLUMN disabled_at TEXT;
+    ALTER TABLE users ADD COLUMN token_generation {counter} NOT NULL DEFAULT 0
+    """,
+    # people lists filter by folded city and country (filled by _fold_places after this) and
+    # sort by name or age; id ends each index, the lists' tie-break
+    """
+    ALTER TABLE people ADD COLUMN city_key TEXT;
+    ALTER TABLE people ADD COLUMN country_key TEXT;
+    CREATE INDEX people_city_key ON people (city_key, id);
+    CREATE INDEX people_country_key ON people (country_key, id);
+    CREATE INDEX people_age ON people (age, id){v3_orders}
+    """,
+    # automatic persisted queries: GraphQL documents by their SHA-256, shared by every process
+    """
+    CREATE TABLE persisted_queries (
+        hash TEXT PRIMARY KEY,
+        document TEXT NOT NULL,
+        created_at TEXT NOT NULL
+    )
+    """,
+]
+SCHEMA_VERSION = len(MIGRATIONS)
+FOLD_PLACES_AT = 3  # the migration after which existing rows get their folded keys
 
 
 class Rows(list):
@@ -28,11 +122,10 @@ class Rows(list):
         return self
 
 
-class Store(PeopleStore, MessageStore, CredentialStore, IdempotencyStore, TransferStore):
+class Store(PeopleStore):
     """The SQL of both backends (`?` placeholders). A backend provides `_connection()`,
-    `_transaction(begin)`, `translate()` (a driver error as a domain error: a broken
-    constraint is Conflict, which callers that know the constraint make precise), where the
-    schema version is kept, and the dialect below."""
+    `_transaction(begin)`, `translate()` (a broken constraint is Conflict, which callers that
+    know the constraint make precise), where the schema version is kept, and the dialect below."""
 
     GREATEST = "max"  # the two-argument maximum
     FOR_UPDATE = ""  # locks the rows a SELECT reads until the transaction ends
@@ -93,13 +186,9 @@ class Store(PeopleStore, MessageStore, CredentialStore, IdempotencyStore, Transf
                     f"({SCHEMA_VERSION})"
                 )
             for number in range(version + 1, SCHEMA_VERSION + 1):
-                # one statement at a time: complete_statement knows where each ends
-                statement, sql = "", MIGRATIONS[number - 1].format(**self.DIALECT) + ";"
-                for line in sql.splitlines(keepends=True):
-                    statement += line
-                    if sqlite3.complete_statement(statement):
-                        self._execute(statement)
-                        statement = ""
+                # one statement at a time (no migration has a `;` inside a statement)
+                for statement in MIGRATIONS[number - 1].format(**self.DIALECT).split(";"):
+                    self._execute(statement)
                 if number == FOLD_PLACES_AT:
                     self._fold_places()
                 self._set_version(number)
@@ -112,3 +201,136 @@ class Store(PeopleStore, MessageStore, CredentialStore, IdempotencyStore, Transf
         except ServiceError:
             return self.UNAVAILABLE
         return "ok"
+
+    def _insert_named(self, table: str, row: dict, columns: tuple, taken: str) -> int:
+        values = (*(row[column] for column in columns), row.get("rate_limit"), now_iso())
+        try:
+            return self._insert(insert(table, [*columns, "rate_limit", "created_at"]), values)
+        except Conflict:
+            raise Conflict(taken) from None
+
+    def insert_key(self, key: dict) -> int:
+        """Store a key (name, prefix, key_hash, scopes, rate_limit); a taken name is Conflict."""
+        taken = f"An API key named '{key['name']}' already exists."
+        return self._insert_named("api_keys", key, ("name", "prefix", "key_hash", "scopes"), taken)
+
+    def key_by_hash(self, key_hash: str) -> dict | None:
+        """The unrevoked key with this hash, with its hash for a constant-time comparison."""
+        return self._execute(
+            f"SELECT {KEY_COLUMNS}, key_hash FROM api_keys"
+            " WHERE key_hash = ? AND revoked_at IS NULL",
+            (key_hash,),
+        ).fetchone()
+
+    def list_keys(self) -> list[dict]:
+        return self._execute(f"SELECT {KEY_COLUMNS} FROM api_keys ORDER BY id").fetchall()
+
+    def revoke_key(self, name: str) -> bool:
+        """Revoke a key; servers on this database refuse it from their next request."""
+        sql = "UPDATE api_keys SET revoked_at = ? WHERE name = ? AND revoked_at IS NULL"
+        return self._changed(sql, (now_iso(), name))
+
+    def rotate_key(self, name: str, prefix: str, key_hash: str) -> bool:
+        """Give an active key a new secret; its name, scopes, limit and usage stay."""
+        sql = "UPDATE api_keys SET prefix = ?, key_hash = ? WHERE name = ? AND revoked_at IS NULL"
+        return self._changed(sql, (prefix, key_hash, name))
+
+    def delete_key(self, name: str) -> bool:
+        """Forget a key (revoked or not); its messages stay, with its name as their sender."""
+        return self._changed("DELETE FROM api_keys WHERE name = ?", (name,))
+
+    def usage(self, kind: str, ident: int) -> dict | None:
+        """Stored request count and last use of a key or user."""
+        return self._execute(
+            f"SELECT request_count, last_used FROM {KINDS[kind]} WHERE id = ?", (ident,)
+        ).fetchone()
+
+    def add_usage(self, counts: dict[tuple[str, int], tuple[int, str]]) -> None:
+        """Add request counts and move last-used times forward, for keys and users at once."""
+        with self.transaction():  # in one order, so that two flushes never deadlock
+            for (kind, ident), (count, last_used) in sorted(counts.items()):
+                self._execute(
+                    f"UPDATE {KINDS[kind]} SET request_count = request_count + ?,"
+                    f" last_used = {self.GREATEST}(coalesce(last_used, ''), ?) WHERE id = ?",
+                    (count, last_used, ident),
+                )
+
+    def insert_user(self, user: dict) -> int:
+        """Store a login (username, password_hash, scopes); a taken name is Conflict."""
+        message = f"A user named '{user['username']}' already exists."
+        return self._insert_named("users", user, ("username", "password_hash", "scopes"), message)
+
+    def user_by_name(self, username: str) -> dict | None:
+        """A user with its password hash, disabled time and token generation."""
+        return self._execute(
+            f"SELECT {USER_COLUMNS}, password_hash, token_generation FROM users WHERE username = ?",
+            (username,),
+        ).fetchone()
+
+    def list_users(self) -> list[dict]:
+        return self._execute(f"SELECT {USER_COLUMNS} FROM users ORDER BY id").fetchall()
+
+    def set_password(self, username: str, password_hash: str) -> bool:
+        """A new password; tokens issued before it stop working."""
+        sql = (
+            "UPDATE users SET password_hash = ?, token_generation = token_generation + 1"
+            " WHERE username = ?"
+        )
+        return self._changed(sql, (password_hash, username))
+
+    def set_disabled(self, username: str, disabled: bool) -> bool:
+        """Disable a user (no logins; its tokens stop working at once) or enable it again."""
+        if disabled:
+            sql = (
+                "UPDATE users SET disabled_at = ?, token_generation = token_generation + 1"
+                " WHERE username = ? AND disabled_at IS NULL"
+            )
+            return self._changed(sql, (now_iso(), username))
+        sql = "UPDATE users SET disabled_at = NULL WHERE username = ? AND disabled_at IS NOT NULL"
+        return self._changed(sql, (username,))
+
+    def delete_user(self, username: str) -> bool:
+        """Forget a user; its tokens stop working at once."""
+        return self._changed("DELETE FROM users WHERE username = ?", (username,))
+
+    def claim_idempotent(self, caller: str, key: str, fingerprint: str, now: float, ttl: float):
+        """Record that a caller's key is being answered (past `ttl`, records go): None, else the
+        record there is (a rival claim waits for this transaction, then finds it)."""
+        self._execute("DELETE FROM idempotency WHERE created_at < ?", (now - ttl,))
+        if self._changed(
+            "INSERT INTO idempotency (caller, key, fingerprint, status, body, created_at)"
+            " VALUES (?, ?, ?, 0, '', ?) ON CONFLICT (caller, key) DO NOTHING",
+            (caller, key, fingerprint, now),
+        ):
+            return None
+        return self._execute(
+            "SELECT fingerprint, status, body FROM idempotency WHERE caller = ? AND key = ?",
+            (caller, key),
+        ).fetchone()
+
+    def put_idempotent(self, caller: str, key: str, status: int, body: str) -> None:
+        """The answer to a claimed key."""
+        self._execute(
+            "UPDATE idempotency SET status = ?, body = ? WHERE caller = ? AND key = ?",
+            (status, body, caller, key),
+        )
+
+    def get_persisted(self, digest: str) -> str | None:
+        """The document stored under a hex SHA-256, if any."""
+        sql = "SELECT document FROM persisted_queries WHERE hash = ?"
+        row = self._execute(sql, (digest,)).fetchone()
+        return row["document"] if row else None
+
+    def put_persisted(self, digest: str, document: str, keep: int) -> None:
+        """Store a document under its SHA-256; past `keep` documents, the oldest go."""
+        with self.transaction():
+            self._execute(
+                "INSERT INTO persisted_queries (hash, document, created_at) VALUES (?, ?, ?)"
+                " ON CONFLICT (hash) DO NOTHING",
+                (digest, document, now_iso()),
+            )
+            self._execute(
+                "DELETE FROM persisted_queries WHERE hash NOT IN (SELECT hash FROM"
+                " persisted_queries ORDER BY created_at DESC, hash DESC LIMIT ?)",
+                (keep,),
+            )

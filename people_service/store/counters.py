@@ -21,8 +21,7 @@ from limits.storage import SlidingWindowCounterSupport, Storage
 from . import is_url
 from .sqlite import Pool
 
-SCHEME = "sqlite"
-PREFIX = SCHEME + "://"
+PREFIX = "sqlite://"
 
 SCHEMA = """
     CREATE TABLE IF NOT EXISTS counters (
@@ -72,17 +71,6 @@ def create_private(path: str) -> int:
     return fd
 
 
-def path_of(uri: str) -> str:
-    """The file of `sqlite://PATH`, taken literally (`sqlite:///srv/x.db` is absolute)."""
-    if not uri.startswith(PREFIX):
-        raise ConfigurationError(f"not a {PREFIX} URI: {uri!r}")
-    path = uri[len(PREFIX) :]
-    if not path or path == ":memory:" or "\0" in path:
-        # :memory: would give every thread a database of its own, so nothing would be shared
-        raise ConfigurationError(f"{PREFIX} needs the path of a file, not {path!r}")
-    return path
-
-
 def default_uri(database: str) -> str:
     """The counters of DATABASE: `<database>.ratelimits`, or for PostgreSQL a private temp file."""
     if not is_url(database):
@@ -92,11 +80,7 @@ def default_uri(database: str) -> str:
     query = [(name, value) for name, value in parse_qsl(url.query) if name != "password"]
     identity = f"{url.hostname}:{url.port}{url.path}?{urlencode(query)}"
     digest = hashlib.sha256(identity.encode()).hexdigest()[:16]
-    return PREFIX + os.path.join(private_directory(), f"ratelimits-{digest}.db")
-
-
-def private_directory() -> str:
-    """`<tmp>/people-service-<uid>`, created 0700; OSError if another user could write in it."""
+    # in `<tmp>/people-service-<uid>`, created 0700: refused if another user could write in it
     uid = os.getuid()
     directory = os.path.join(tempfile.gettempdir(), f"people-service-{uid}")
     with suppress(FileExistsError):
@@ -104,21 +88,29 @@ def private_directory() -> str:
     info = os.lstat(directory)
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != uid or info.st_mode & 0o077:
         raise OSError(f"{directory} is not a private directory of user {uid}")
-    return directory
+    return PREFIX + os.path.join(directory, f"ratelimits-{digest}.db")
 
 
 class SQLiteCounters(Storage, SlidingWindowCounterSupport):
     """Exact across processes: each decision is one statement; writers queue on a thread lock
     and an flock of `<file>.lock` (quicker than SQLite's busy handler); a refusal only reads."""
 
-    STORAGE_SCHEME = [SCHEME]
+    STORAGE_SCHEME = ["sqlite"]
     PURGE_EVERY = 100  # writes of one process between purges of expired rows
     POOL_SIZE = 16  # idle connections kept per process
     PURGE_BATCH = 1000  # rows a purge removes at most: more than the writes between add
+    base_exceptions = sqlite3.Error  # what limits wraps when asked to (wrap_exceptions)
 
     def __init__(self, uri: str, wrap_exceptions: bool = False, timeout: float = 5.0, **options):
         super().__init__(uri, wrap_exceptions=wrap_exceptions, **options)
-        self.path = os.path.abspath(path_of(uri))
+        # the file of `sqlite://PATH`, taken literally (`sqlite:///srv/x.db` is absolute)
+        if not uri.startswith(PREFIX):
+            raise ConfigurationError(f"not a {PREFIX} URI: {uri!r}")
+        path = uri[len(PREFIX) :]
+        if not path or path == ":memory:" or "\0" in path:
+            # :memory: would give every thread a database of its own, so nothing would be shared
+            raise ConfigurationError(f"{PREFIX} needs the path of a file, not {path!r}")
+        self.path = os.path.abspath(path)
         self.timeout = float(timeout)
         self._lock = threading.Lock()
         # borrowed for each use: a thread per request must not mean a connection per thread
@@ -127,10 +119,6 @@ class SQLiteCounters(Storage, SlidingWindowCounterSupport):
         self._writes = itertools.count(1)
         with self._borrowed():
             pass  # the file and its table now: a bad path fails at start
-
-    @property
-    def base_exceptions(self) -> type[Exception]:
-        return sqlite3.Error
 
     @contextmanager
     def _borrowed(self) -> Iterator[sqlite3.Connection]:

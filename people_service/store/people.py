@@ -1,9 +1,30 @@
-"""People and friendships: the SQL of the people endpoints and of GraphQL's batched loads."""
+"""People, friendships and messages: their columns and SQL, import, export and copies; times."""
 
+import time
+from datetime import UTC, datetime
 from functools import partialmethod
 
 from ..errors import Conflict, NotFound
-from .schema import PERSON_COLUMNS, insert, now_iso
+
+PERSON_COLUMNS = "id, name, age, email, street, city, country"
+MESSAGE_COLUMNS = "id, person_id, sender, content, created_at"
+# The tables a migration between backends copies, in an order that keeps foreign keys satisfied
+TABLES = ("people", "friendships", "messages", "api_keys", "users")
+
+
+def iso(timestamp: float) -> str:
+    """A POSIX time as RFC 3339 UTC with milliseconds."""
+    moment = datetime.fromtimestamp(timestamp, UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def now_iso() -> str:
+    return iso(time.time())
+
+
+def insert(table: str, columns) -> str:
+    """An INSERT of one row of `columns` into `table`, with a placeholder for each."""
+    return f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
 
 
 def fold(text: str | None) -> str | None:
@@ -28,6 +49,12 @@ FILTERS = {
 }
 # the columns a write sets; each `<column>_key` is the folded <column>
 WRITTEN = PERSON_COLUMNS.split(", ")[1:] + ["name_key", "email_key", "city_key", "country_key"]
+NEWEST = "created_at DESC, id DESC"
+
+
+def _from(sender_id: str | None) -> tuple[str, tuple]:
+    """The condition and parameters for messages from `sender_id` (None: from anyone)."""
+    return ("", ()) if sender_id is None else (" AND sender_id = ?", (sender_id,))
 
 
 class PeopleStore:
@@ -65,8 +92,7 @@ class PeopleStore:
     def list_people(
         self, filters: dict | None, limit: int, offset: int, sort=(), columns="id, name"
     ) -> list[dict]:
-        """People who match `filters`, ordered by `sort` ((key, descending) pairs of id, name
-        and age; ties by id)."""
+        """People matching `filters`, by `sort` ((key, descending) pairs; ties by id)."""
         where, params = self._where(filters)
         sql = f"SELECT {columns} FROM people{where} ORDER BY {self._order(sort)} LIMIT ? OFFSET ?"
         return self._execute(sql, (*params, limit, offset)).fetchall()
@@ -181,3 +207,89 @@ class PeopleStore:
         for row in rows:
             result[row.pop("owner")].append(row)
         return result
+
+    def insert_message(self, message: dict) -> dict:
+        """Store a message; returns it with its id (an unknown person is NotFound)."""
+        self._writable()
+        row = dict(message, created_at=now_iso())
+        columns = ("person_id", "sender_id", "sender", "content", "created_at")
+        try:
+            row["id"] = self._insert(insert("messages", columns), [row[name] for name in columns])
+        except Conflict:
+            raise NotFound(f"No person with id '{row['person_id']}'.") from None
+        del row["sender_id"]
+        return row
+
+    def get_message(self, message_id: int, sender_id: str | None) -> dict | None:
+        """A message, if `sender_id` sent it (None: whoever did)."""
+        condition, params = _from(sender_id)
+        sql = f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE id = ?{condition}"
+        return self._execute(sql, (message_id, *params)).fetchone()
+
+    def list_messages(
+        self, person_id: int, sender_id: str | None, limit: int, offset: int
+    ) -> list[dict]:
+        """Messages to a person (from `sender_id` unless None), newest first."""
+        condition, params = _from(sender_id)
+        return self._execute(
+            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE person_id = ?{condition}"
+            f" ORDER BY {NEWEST} LIMIT ? OFFSET ?",
+            (person_id, *params, limit, offset),
+        ).fetchall()
+
+    def messages_of(
+        self, person_ids: list[int], sender_id: str | None, limit: int
+    ) -> dict[int, list[dict]]:
+        """The newest `limit` messages to each person (from `sender_id` unless None)."""
+        where = _from(sender_id)
+        return self._firsts(person_ids, limit, MESSAGE_COLUMNS, "messages", NEWEST, where)
+
+    def import_people(self, people: list[dict], friendships: list[tuple[int, int]]) -> None:
+        """Insert people with their ids and friendships, in the caller's transaction."""
+        where, ids = self._in_ids("id", [person["id"] for person in people])
+        taken = self._execute(f"SELECT id FROM people WHERE {where} LIMIT 1", (ids,)).fetchone()
+        if taken:
+            raise Conflict(f"A person with id '{taken['id']}' already exists.")
+        now = now_iso()
+        rows = [(person["id"], *self._person_values(person), now, now) for person in people]
+        try:
+            self._executemany(insert("people", ["id", *WRITTEN, "created_at", "updated_at"]), rows)
+        except Conflict:
+            raise Conflict("Two people share an email (or one already exists).") from None
+        pairs = {pair for a, b in friendships for pair in ((a, b), (b, a))}
+        self._executemany(
+            "INSERT INTO friendships (person_id, friend_id) VALUES (?, ?) ON CONFLICT DO NOTHING",
+            sorted(pairs),
+        )
+        self._ids_taken()
+
+    def _ids_taken(self) -> None:
+        """After rows were inserted with their own ids, new ids continue above them."""
+
+    def export_people(self) -> tuple[list[dict], list[tuple[int, int]]]:
+        """Every person (all columns of the details) and every friendship pair once."""
+        people = self._execute(f"SELECT {PERSON_COLUMNS} FROM people ORDER BY id").fetchall()
+        pairs = self._execute(
+            "SELECT person_id, friend_id FROM friendships WHERE person_id < friend_id"
+            " ORDER BY person_id, friend_id"
+        ).fetchall()
+        return people, [(row["person_id"], row["friend_id"]) for row in pairs]
+
+    def dump(self) -> dict[str, list[dict]]:
+        """Every row of every table a migration copies."""
+        return {table: self._execute(f"SELECT * FROM {table}").fetchall() for table in TABLES}
+
+    def load(self, tables: dict[str, list[dict]]) -> dict[str, int]:
+        """Copy dumped rows into this (empty) database in one transaction; returns counts."""
+        with self.transaction():
+            if not self.is_empty():
+                raise Conflict("The target database already holds people or API keys.")
+            for table in (table for table in TABLES if tables[table]):
+                names = list(tables[table][0])
+                rows = [tuple(row[name] for name in names) for row in tables[table]]
+                self._executemany(insert(table, names), rows)
+            self._ids_taken()
+            return {
+                table: self._execute(f"SELECT count(*) AS n FROM {table}").fetchone()["n"]
+                for table in TABLES
+            }

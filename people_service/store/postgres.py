@@ -80,8 +80,7 @@ class PostgresStore(Store):
     def translate(error: Exception) -> ServiceError:
         return next((make() for kind, make in ERRORS if isinstance(error, kind)), ServiceError())
 
-    def _sql(self, sql: str) -> str:
-        return placeholders(sql)
+    _sql = staticmethod(placeholders)
 
     @staticmethod
     def _in_ids(column: str, ids: list[int]) -> tuple[str, list[int]]:

@@ -93,7 +93,7 @@ class SQLiteStore(Store):
         self.path = str(path)
         self.busy_timeout = busy_timeout
         self._local = threading.local()
-        self._pool = Pool(self.path, lambda: sqlite_utils.Database(self._connect()), self.POOL_SIZE)
+        self._pool = Pool(self.path, self._connect, self.POOL_SIZE)
         self._open: weakref.WeakSet[sqlite_utils.Database] = weakref.WeakSet()  # in use or idle
 
     @staticmethod
@@ -139,7 +139,7 @@ class SQLiteStore(Store):
         with self._pool.lock:
             return len(self._open)
 
-    def _connect(self) -> sqlite3.Connection:
+    def _connect(self) -> sqlite_utils.Database:
         # mode=rw: a database file that vanished is an error, not a new empty file
         uri = "file:" + os.path.abspath(self.path) + "?mode=rw"
         conn = sqlite3.connect(
@@ -152,7 +152,7 @@ class SQLiteStore(Store):
         conn.execute("PRAGMA foreign_keys = ON")
         # WAL + NORMAL survives a crash of the process; FULL also survives power loss
         conn.execute("PRAGMA synchronous = FULL")
-        return conn
+        return sqlite_utils.Database(conn)
 
     def _writable(self) -> None:
         if not getattr(self._local, "busy", False):  # a transaction checked when it began
@@ -222,7 +222,17 @@ class SQLiteStore(Store):
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
         except FileNotFoundError:
-            _create_secret(path)
+            # written aside, then linked into place: a second process starting at the same
+            # moment either links first or reads the whole secret, never an empty file
+            draft = f"{path}.{secrets.token_hex(8)}.tmp"
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+            with os.fdopen(os.open(draft, flags, 0o600), "w", encoding="ascii") as file:
+                file.write(secrets.token_urlsafe(48) + "\n")
+            try:
+                with suppress(FileExistsError):
+                    os.link(draft, path, follow_symlinks=False)
+            finally:
+                os.unlink(draft)
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
         except OSError as error:
             why = f"{path} cannot be opened ({error.strerror}); it must be a file"
@@ -238,17 +248,3 @@ class SQLiteStore(Store):
                     f"user's alone (chmod 600) or remove it to make a new one"
                 )
             return file.read().strip()
-
-
-def _create_secret(path: str) -> None:
-    # written aside, then linked into place: a second process starting at the same moment
-    # either links first or reads the whole secret, never an empty file
-    draft = f"{path}.{secrets.token_hex(8)}.tmp"
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
-    with os.fdopen(os.open(draft, flags, 0o600), "w", encoding="ascii") as file:
-        file.write(secrets.token_urlsafe(48) + "\n")
-    try:
-        with suppress(FileExistsError):
-            os.link(draft, path, follow_symlinks=False)
-    finally:
-        os.unlink(draft)
