@@ -43,7 +43,7 @@ def create_app(config: dict | None = None) -> "Flask":
     """The WSGI app; `config` overrides PEOPLE_SERVICE_* settings (same names)."""
     # Flask and Ariadne are imported here, not with the package: the CLI starts without them
     from .graphql import view as graphql
-    from .rest import front, messages, ops, params, people, tokens
+    from .rest import ops, params, people
     from .web import Services, cors, lifecycle, metrics, pages, problems, ratelimit
 
     options = settings.load(config)
@@ -79,8 +79,8 @@ def create_app(config: dict | None = None) -> "Flask":
         metrics.init_app(app)  # first: its after_request runs last, once the answer is final
     problems.init_app(app)
     lifecycle.init_app(app)  # before the limiter: its after_request must run after the limiter's
-    for module in (people, messages, ops, tokens, graphql, front, pages):
-        app.register_blueprint(module.bp)
+    for bp in (people.bp, people.messages, ops.bp, ops.tokens, graphql.bp, ops.front, pages.bp):
+        app.register_blueprint(bp)
     cors.init_app(app)  # before the limiter: preflights are answered before anyone is charged
     services.limiter = ratelimit.init_app(
         app, unlimited=services.unlimited, handshake={"tokens.issue_token"}

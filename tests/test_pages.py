@@ -11,7 +11,7 @@ from urllib.parse import urljoin
 import pytest
 
 from people_service import ConfigError
-from people_service.rest.front import EXAMPLE
+from people_service.rest.ops import EXAMPLE
 from people_service.web.pages import VENDOR
 
 from .conftest import ROOT, close_app, make_app

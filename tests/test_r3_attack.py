@@ -53,7 +53,7 @@ def test_password_checks_run_one_at_a_time_so_a_login_flood_cannot_take_every_co
 
 
 def test_a_login_that_waits_too_long_for_its_turn_is_503_with_retry_after(tmp_path):
-    from people_service.rest import tokens
+    from people_service.rest import ops as tokens
 
     client = make_app(tmp_path).test_client()
     assert tokens.CHECKS.acquire(timeout=10)  # another login is being checked

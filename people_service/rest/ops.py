@@ -1,17 +1,42 @@
-"""Operational endpoints: health, the OpenAPI document, and who the caller is."""
+"""Operational endpoints (health, the OpenAPI document, the caller), the login handshake, and
+the front page and API documentation: HTML for browsers, JSON for programs."""
 
-from flask import Blueprint, current_app, request
+import threading
 
-from .. import service
+from flask import Blueprint, current_app, render_template, request, url_for
+
+from .. import credentials, schemas, service
+from ..errors import Busy, Unauthorized
 from ..web import get_store, services
-from ..web.caller import caller_summary, current_caller, required
-from ..web.jsonio import json_response
+from ..web.caller import caller_summary, challenge, current_caller, required
+from ..web.jsonio import json_body, json_response
+from ..web.negotiation import wants_html
+from ..web.pages import content_security_policy, html_response, vendor_url
+from ..web.problems import with_headers
 from . import shapes
-from .openapi import build_spec, doc
+from .openapi import build_spec, doc, release
 from .params import strict_query
 
 bp = Blueprint("ops", __name__)
+tokens = Blueprint("tokens", __name__)
+front = Blueprint("front", __name__)
 strict_query(bp)
+strict_query(tokens)
+
+FORM = "application/x-www-form-urlencoded"
+# One password check at a time per process: each costs about 0.2 s of CPU at the default work
+# factor, so a flood of logins, even refused ones, must not take every thread and core; a
+# login that finds another being checked waits only briefly, so waiting logins hold no threads.
+CHECKS = threading.BoundedSemaphore(1)
+CHECK_WAIT_SECONDS = 0.05  # a waiting login holds a request thread
+DESCRIPTION = (
+    "People, their friendships and messages over HTTP: a REST API and a GraphQL endpoint over "
+    "the same data, with API keys or login tokens and per-key rate limits."
+)
+# The README's first curl example, on the URL the page is served on (a test keeps the two the same).
+EXAMPLE = """curl -i '{base}/people?limit=5' -H "X-API-Key: $KEY\""""
+# Swagger UI sets styles inline (React); its scripts are files of ours
+DOCS_POLICY = content_security_policy(inline_styles=True)
 
 
 @bp.get("/health")
@@ -50,3 +75,74 @@ def openapi():
 )
 def me():
     return json_response(caller_summary(current_caller()))
+
+
+@tokens.post("/auth/token")
+@doc(
+    "Exchange a username and password for a bearer token",
+    body=schemas.TokenRequestSchema,
+    ok={200: ("A token to send as 'Authorization: Bearer <token>'.", shapes.TokenSchema, [])},
+    errors=[401],
+    auth=False,
+    tag="auth",
+    description="The body is read up to 16 KiB (413 beyond): a username and a password, as "
+    "JSON or as a form (application/x-www-form-urlencoded).",
+)
+def issue_token():
+    data = request.form.to_dict() if request.mimetype == FORM else json_body()
+    given = schemas.load(schemas.token_request_schema, data)
+    ext = services()
+    method = current_app.config["PASSWORD_HASH_METHOD"]
+    if not CHECKS.acquire(timeout=CHECK_WAIT_SECONDS):
+        raise Busy("Other logins are being checked; retry in a second.")
+    try:
+        user = credentials.login(ext.store, given["username"], given["password"], method)
+    finally:
+        CHECKS.release()
+    if user is None:
+        raise with_headers(Unauthorized("The username or password is wrong."), challenge())
+    body = credentials.issue_token(user, ext.token_secret, current_app.config["TOKEN_TTL"])
+    return json_response(body, headers={"Cache-Control": "no-store"})
+
+
+@front.get("/")
+def front_page():
+    """What this service is and where to go; open, like /health."""
+    links = {
+        "graphql": url_for("graphql.graphql_endpoint"),
+        "docs": url_for("front.docs"),
+        "openapi": url_for("ops.openapi"),
+        "health": url_for("ops.health"),
+    }
+    if not wants_html():
+        body = {"name": "people-service", "version": release(), "description": DESCRIPTION}
+        return json_response({**body, "links": links}, headers={"Vary": "Accept"})
+    # rendered per request, never cached: the base URL is what this request was sent to
+    page = render_template(
+        "front.html",
+        title="people-service",
+        description=DESCRIPTION,
+        links=links,
+        explorer=current_app.config["EXPLORER"] != "none",
+        example=EXAMPLE.format(base=request.url_root.rstrip("/")),
+    )
+    return html_response(page)
+
+
+@front.get("/docs")
+def docs():
+    """Swagger UI over /openapi.json for a browser; the OpenAPI document itself otherwise."""
+    if wants_html():
+        page = render_template(
+            "docs.html",
+            title="people-service API",
+            css=vendor_url("swagger-ui-dist", "swagger-ui.css"),
+            favicon=vendor_url("swagger-ui-dist", "favicon-32x32.png"),
+            script=vendor_url("swagger-ui-dist", "swagger-ui-bundle.js"),
+            openapi=url_for("ops.openapi"),
+        )
+        return html_response(page, DOCS_POLICY)
+    response = openapi()
+    response.headers["Content-Location"] = url_for("ops.openapi")
+    response.headers["Vary"] = "Accept"
+    return response

@@ -1,4 +1,4 @@
-"""REST resources for people and their friendships."""
+"""REST resources for people, their friendships and their messages (private to their sender)."""
 
 from urllib.parse import urlencode
 
@@ -15,9 +15,11 @@ from .openapi import doc
 from .params import strict_query
 
 bp = Blueprint("people", __name__)
+messages = Blueprint("messages", __name__)
 strict_query(bp)
+strict_query(messages)
 
-OUT, REPLAYED = shapes.PersonOutSchema, "Idempotent-Replayed"
+OUT, MESSAGE, REPLAYED = shapes.PersonOutSchema, shapes.MessageOutSchema, "Idempotent-Replayed"
 PERSON = ("The person.", OUT, ["ETag"])
 NO_CONTENT = {204: ("Done.", None, [])}
 PAGE = ["X-Total-Count", "Link"]
@@ -178,8 +180,7 @@ def delete_person(person_id):
     ok={200: ("A page of friends.", shapes.PersonEntrySchema(many=True), PAGE)},
 )
 def list_friends(person_id):
-    args = request.args.to_dict()
-    return paged_response(*service.list_friends(get_store(), person_id, **args))
+    return paged_response(*service.list_friends(get_store(), person_id, **request.args.to_dict()))
 
 
 @bp.put("/person/<id:person_id>/friends/<id:friend_id>")
@@ -196,3 +197,47 @@ def add_friend(person_id, friend_id):
 def remove_friend(person_id, friend_id):
     service.remove_friend(get_store(), person_id, friend_id)
     return Response(status=204)
+
+
+@messages.post("/message")
+@required
+@doc(
+    "Send a message to a person; the sender is the caller",
+    body=schemas.MessageSchema,
+    headers=["Idempotency-Key"],
+    ok={201: ("Sent (or a replay: Idempotent-Replayed).", MESSAGE, ["Location", REPLAYED])},
+    errors=[404],
+    tag="messages",
+)
+def send_message():
+    data = json_body()
+    viewer, store = current_caller().viewer, get_store()
+    status, message, replayed = idempotent(
+        store, "POST /message", data, lambda: (201, service.send_message(store, viewer, data))
+    )
+    location = url_for("messages.get_message", message_id=message["id"])
+    return json_response(message, status, {"Location": location, **replayed})
+
+
+@messages.get("/message/<id:message_id>")
+@required
+@doc(
+    "Get a message the caller sent (admins: any message)",
+    ok={200: ("The message.", MESSAGE, [])},
+    tag="messages",
+)
+def get_message(message_id):
+    return json_response(service.get_message(get_store(), current_caller().viewer, message_id))
+
+
+@messages.get("/person/<id:person_id>/messages")
+@required
+@doc(
+    "The caller's messages to a person, newest first",
+    query=schemas.PageSchema,
+    ok={200: ("A page of messages.", MESSAGE(many=True), [])},
+    tag="messages",
+)
+def list_messages(person_id):
+    viewer, args = current_caller().viewer, request.args.to_dict()
+    return json_response(service.list_messages(get_store(), viewer, person_id, **args))
