@@ -43,7 +43,7 @@ def create_app(config: dict | None = None) -> "Flask":
     """The WSGI app; `config` overrides PEOPLE_SERVICE_* settings (same names)."""
     # Flask and Ariadne are imported here, not with the package: the CLI starts without them
     from .graphql import view as graphql
-    from .rest import ops, params, people
+    from .rest import openapi, ops, people
     from .web import Services, cors, lifecycle, metrics, pages, problems, ratelimit
 
     options = settings.load(config)
@@ -71,7 +71,7 @@ def create_app(config: dict | None = None) -> "Flask":
         token_secret=token_secret,
         unlimited={"ops.health"},
     )
-    app.url_map.converters["id"] = params.IdConverter
+    app.url_map.converters["id"] = openapi.IdConverter
     # /person//2 is an unknown path (404), not a 308 to a URL built from the Host header
     app.url_map.merge_slashes = False
     app.url_map.redirect_defaults = False

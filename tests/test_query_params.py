@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from people_service.rest.params import accepted
+from people_service.rest.openapi import accepted
 
 from .conftest import ROOT, close_app, make_app
 

@@ -1,14 +1,19 @@
-"""The OpenAPI 3.1 document, generated from the routes and the marshmallow schemas."""
+"""The OpenAPI 3.1 document, generated from the routes and the marshmallow schemas; the shapes
+of the answers; and the query strings views take (only the parameters a view documents)."""
 
+import functools
 import re
 from importlib.metadata import PackageNotFoundError, version
 
 from apispec import APISpec
 from apispec.ext.marshmallow import MarshmallowPlugin
-from marshmallow import fields
+from flask import Blueprint, current_app, request
+from marshmallow import Schema, fields, validate
+from werkzeug.routing import BaseConverter
 
 from .. import schemas
-from . import shapes
+from ..errors import BadRequest
+from ..web.caller import authenticate, check_scope
 
 ERROR_TEXT = {
     400: "The request is malformed (a parameter, header or JSON syntax).",
@@ -181,7 +186,7 @@ def build_spec(app, exempt: set[str]) -> dict:
     )
     for name, header in RESPONSE_HEADERS.items():
         spec.components.header(name, header)
-    spec.components.schema("Problem", schema=shapes.ProblemSchema)
+    spec.components.schema("Problem", schema=ProblemSchema)
     rules = [
         (rule, sorted(rule.methods - {"HEAD", "OPTIONS"}))
         for rule in app.url_map.iter_rules()
@@ -204,3 +209,135 @@ def build_spec(app, exempt: set[str]) -> dict:
     for path, operations in paths.items():
         spec.path(path=path, operations=operations)
     return spec.to_dict()
+
+
+class AddressOutSchema(Schema):
+    street = fields.String(required=True, allow_none=True)
+    city = fields.String(required=True, allow_none=True)
+    country = fields.String(required=True, allow_none=True)
+
+
+class PersonEntrySchema(Schema):
+    id = fields.String(required=True, metadata={"example": "17"})
+    name = fields.String(required=True)
+
+
+class PersonOutSchema(PersonEntrySchema):
+    age = fields.Integer(required=True, allow_none=True)
+    email = fields.String(required=True, allow_none=True)
+    address = fields.Nested(AddressOutSchema, required=True)
+
+
+class MessageOutSchema(Schema):
+    id = fields.String(required=True)
+    person_id = fields.String(required=True)
+    content = fields.String(required=True)
+    sender = fields.String(required=True)
+    created_at = fields.String(
+        required=True, metadata={"format": "date-time", "example": "2026-11-22T03:44:24.123Z"}
+    )
+
+
+class TokenSchema(Schema):
+    access_token = fields.String(required=True)
+    token_type = fields.String(required=True, metadata={"example": "Bearer"})
+    expires_in = fields.Integer(required=True, metadata={"example": 3600})
+
+
+class CallerSchema(Schema):
+    kind = fields.String(required=True, validate=validate.OneOf(["api_key", "user"]))
+    name = fields.String(required=True)
+    scopes = fields.List(fields.String(), required=True)
+    rate_limit = fields.String(required=True)
+    request_count = fields.Integer(required=True)
+    last_used = fields.String(required=True, allow_none=True)
+
+
+class HealthSchema(Schema):
+    status = fields.String(required=True, validate=validate.OneOf(["ok", "unavailable"]))
+    database = fields.String(
+        required=True,
+        validate=validate.OneOf(["ok", "missing", "read-only", "unreadable", "unreachable"]),
+    )
+
+
+class ProblemSchema(Schema):
+    type = fields.String(required=True, metadata={"example": "about:blank"})
+    title = fields.String(required=True, metadata={"example": "Unprocessable Entity"})
+    status = fields.Integer(required=True, metadata={"example": 422})
+    detail = fields.String(required=True)
+    errors = fields.Dict(
+        metadata={
+            "description": "Field messages, nested the way the body nests fields (422); "
+            "at most 50 messages.",
+            "example": {"address": {"city": ["Longer than maximum length 200."]}},
+        }
+    )
+    errors_omitted = fields.Integer(
+        metadata={"description": "How many field messages were left out of `errors`."}
+    )
+
+
+# Bodies as the OpenAPI document describes them where the service accepts more than the
+# rule's schema: PUT and PATCH may repeat the path's id (the service checks and drops it).
+PATH_ID = {"description": "The id of the path, repeated; any other id is refused (422)."}
+
+
+class PersonReplaceSchema(schemas.PersonSchema):
+    id = schemas.Id(metadata=PATH_ID)
+
+
+class PersonMergeSchema(schemas.PersonPatchSchema):
+    id = schemas.Id(metadata=PATH_ID)
+
+
+class IdConverter(BaseConverter):
+    """Path ids are ASCII digits without sign or leading zero, and fit SQLite's integers."""
+
+    regex = schemas.ID_PATTERN.strip("^$")
+
+
+SHOWN = 10  # names listed in one answer: a hostile query string cannot make it large
+
+
+@functools.cache
+def accepted(view) -> frozenset[str]:
+    """The query parameters of a view: the fields of the query schema its @doc names."""
+    schema = getattr(view, "apidoc", {}).get("query")
+    return frozenset(schema().load_fields) if schema else frozenset()
+
+
+def check_query(args, allowed: frozenset[str], what: str) -> None:
+    """Raise BadRequest (400) for parameters outside `allowed`, and for one given twice."""
+    unknown = [name for name in args if name not in allowed]
+    if unknown:
+        takes = ", ".join(sorted(allowed)) if allowed else "no query parameters"
+        plural = "s" if len(unknown) > 1 else ""
+        listed = ", ".join(repr(name[:40]) for name in unknown[:SHOWN])
+        raise BadRequest(
+            f"Unknown query parameter{plural} {listed}; {what} takes {takes}.",
+            errors={name[:40]: ["Unknown parameter."] for name in unknown[:SHOWN]},
+        )
+    repeated = [name for name, values in args.lists() if len(values) > 1]
+    if repeated:
+        listed = ", ".join(repr(name[:40]) for name in repeated)
+        raise BadRequest(
+            f"Query parameter {listed} given more than once; give each parameter once.",
+            errors={name: ["Given more than once."] for name in repeated},
+        )
+
+
+def _check_request() -> None:
+    if not request.query_string:
+        return  # the common case costs nothing
+    view = current_app.view_functions.get(request.endpoint)
+    if getattr(view, "requires_auth", False) and request.method != "OPTIONS":
+        # credentials and scope first, in the order `required` checks them: a caller
+        # without them learns nothing about the parameters (401/403 before 400)
+        check_scope(authenticate(), "read" if request.method in ("GET", "HEAD") else "write")
+    check_query(request.args, accepted(view), request.path)
+
+
+def strict_query(bp: Blueprint) -> None:
+    """Refuse unknown and repeated query parameters on every route of `bp`."""
+    bp.before_request(_check_request)

@@ -13,9 +13,7 @@ from ..web.jsonio import json_body, json_response
 from ..web.negotiation import wants_html
 from ..web.pages import content_security_policy, html_response, vendor_url
 from ..web.problems import with_headers
-from . import shapes
-from .openapi import build_spec, doc, release
-from .params import strict_query
+from .openapi import CallerSchema, HealthSchema, TokenSchema, build_spec, doc, release, strict_query
 
 bp = Blueprint("ops", __name__)
 tokens = Blueprint("tokens", __name__)
@@ -43,8 +41,8 @@ DOCS_POLICY = content_security_policy(inline_styles=True)
 @doc(
     "Whether the service and its database answer",
     ok={
-        200: ("Healthy.", shapes.HealthSchema, []),
-        503: ("The database is missing, read-only or unreadable.", shapes.HealthSchema, []),
+        200: ("Healthy.", HealthSchema, []),
+        503: ("The database is missing, read-only or unreadable.", HealthSchema, []),
     },
     auth=False,
     tag="operations",
@@ -70,7 +68,7 @@ def openapi():
 @required
 @doc(
     "Who the caller is, its limit and its usage",
-    ok={200: ("The caller.", shapes.CallerSchema, [])},
+    ok={200: ("The caller.", CallerSchema, [])},
     tag="operations",
 )
 def me():
@@ -81,7 +79,7 @@ def me():
 @doc(
     "Exchange a username and password for a bearer token",
     body=schemas.TokenRequestSchema,
-    ok={200: ("A token to send as 'Authorization: Bearer <token>'.", shapes.TokenSchema, [])},
+    ok={200: ("A token to send as 'Authorization: Bearer <token>'.", TokenSchema, [])},
     errors=[401],
     auth=False,
     tag="auth",

@@ -10,16 +10,15 @@ from .. import idempotency, schemas, service
 from ..web import get_store
 from ..web.caller import current_caller, required
 from ..web.jsonio import PATCH_TYPES, dump_json, json_body, json_response
-from . import shapes
-from .openapi import doc
-from .params import strict_query
+from . import openapi
+from .openapi import doc, strict_query
 
 bp = Blueprint("people", __name__)
 messages = Blueprint("messages", __name__)
 strict_query(bp)
 strict_query(messages)
 
-OUT, MESSAGE, REPLAYED = shapes.PersonOutSchema, shapes.MessageOutSchema, "Idempotent-Replayed"
+OUT, MESSAGE, REPLAYED = openapi.PersonOutSchema, openapi.MessageOutSchema, "Idempotent-Replayed"
 PERSON = ("The person.", OUT, ["ETag"])
 NO_CONTENT = {204: ("Done.", None, [])}
 PAGE = ["X-Total-Count", "Link"]
@@ -89,7 +88,7 @@ def paged_response(entries: list, total: int, query: dict):
 @doc(
     "List people (id and name): filtered, sorted (by id unless `sort` says otherwise), paged",
     query=schemas.PeopleQuerySchema,
-    ok={200: ("A page of people.", shapes.PersonEntrySchema(many=True), PAGE)},
+    ok={200: ("A page of people.", openapi.PersonEntrySchema(many=True), PAGE)},
 )
 def list_people():
     # strict_query let through only the parameters the schema names, each once
@@ -137,7 +136,7 @@ def create_person():
 @required
 @doc(
     "Replace a person: fields left out become null",
-    body=shapes.PersonReplaceSchema,
+    body=openapi.PersonReplaceSchema,
     headers=["If-Match"],
     ok={200: PERSON},
     errors=[409],
@@ -152,7 +151,7 @@ def replace_person(person_id):
 @required
 @doc(
     "Change some fields of a person (JSON merge patch; null clears a field)",
-    body=shapes.PersonMergeSchema,
+    body=openapi.PersonMergeSchema,
     body_type="application/merge-patch+json",
     description="The body may also be sent as application/json.",
     headers=["If-Match"],
@@ -177,7 +176,7 @@ def delete_person(person_id):
 @doc(
     "A person's friends (id and name), ordered by id",
     query=schemas.PageSchema,
-    ok={200: ("A page of friends.", shapes.PersonEntrySchema(many=True), PAGE)},
+    ok={200: ("A page of friends.", openapi.PersonEntrySchema(many=True), PAGE)},
 )
 def list_friends(person_id):
     return paged_response(*service.list_friends(get_store(), person_id, **request.args.to_dict()))
