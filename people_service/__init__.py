@@ -44,7 +44,7 @@ def create_app(config: dict | None = None) -> "Flask":
     # Flask and Ariadne are imported here, not with the package: the CLI starts without them
     from .graphql import view as graphql
     from .rest import openapi, ops, people
-    from .web import Services, cors, lifecycle, metrics, pages, problems, ratelimit
+    from .web import Services, lifecycle, metrics, pages, problems, ratelimit
 
     options = settings.load(config)
     # the level only: handlers are set up by the serving code or the first request (lifecycle)
@@ -81,7 +81,7 @@ def create_app(config: dict | None = None) -> "Flask":
     lifecycle.init_app(app)  # before the limiter: its after_request must run after the limiter's
     for bp in (people.bp, people.messages, ops.bp, ops.tokens, graphql.bp, ops.front, pages.bp):
         app.register_blueprint(bp)
-    cors.init_app(app)  # before the limiter: preflights are answered before anyone is charged
+    pages.init_cors(app)  # before the limiter: preflights are answered before anyone is charged
     services.limiter = ratelimit.init_app(
         app, unlimited=services.unlimited, handshake={"tokens.issue_token"}
     )
