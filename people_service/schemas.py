@@ -24,18 +24,14 @@ class FullMatch(validate.Regexp):
         return value
 
 
-_ID = re.compile(ID_PATTERN)
-_NAME = re.compile(NAME_PATTERN)
-
-
 def is_id(value) -> bool:
     """Whether `value` is a person or message id as a string ("17")."""
-    return isinstance(value, str) and _ID.fullmatch(value) is not None
+    return isinstance(value, str) and re.fullmatch(ID_PATTERN, value) is not None
 
 
 def is_username(value) -> bool:
     """Whether `value` could name a user or key: letters, digits and . _ @ - (64 at most)."""
-    return isinstance(value, str) and _NAME.fullmatch(value) is not None
+    return isinstance(value, str) and re.fullmatch(NAME_PATTERN, value) is not None
 
 
 # JSON allows "\u0000" and lone surrogates ("\ud800"); neither can be stored or echoed safely.
@@ -54,8 +50,8 @@ class Text(fields.String):
         return text
 
 
-def text(max_length: int, min_length: int = 0, **kwargs) -> Text:
-    return Text(validate=[validate.Length(min=min_length, max=max_length), _NO_NUL], **kwargs)
+def text(max_length: int, min_length: int = 0, kind: type[Text] = Text, **kwargs) -> Text:
+    return kind(validate=[validate.Length(min=min_length, max=max_length), _NO_NUL], **kwargs)
 
 
 class Id(fields.String):
@@ -256,11 +252,7 @@ class KeyRequestSchema(Schema):
 
 
 class Password(Text):
-    """A password: 15 to 1024 characters, not a common or guessable one."""
-
-    def __init__(self, **kwargs):
-        length = validate.Length(min=passwords.MIN_LENGTH, max=1024)
-        super().__init__(validate=[length, _NO_NUL], **kwargs)
+    """A password that is not a common or guessable one."""
 
     def _deserialize(self, value, attr, data, **kwargs):
         password = super()._deserialize(value, attr, data, **kwargs)
@@ -271,7 +263,7 @@ class Password(Text):
 
 class UserRequestSchema(Schema):
     username = fields.String(required=True, validate=FullMatch(NAME_PATTERN, error=NAME_RULE))
-    password = Password(required=True)
+    password = text(1024, passwords.MIN_LENGTH, Password, required=True)
     scopes = Scopes(load_default=lambda: ["read", "write"])
     rate_limit = fields.String(load_default=None, allow_none=True, validate=_rate_limit)
 

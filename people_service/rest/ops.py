@@ -140,6 +140,5 @@ def docs():
         )
         return html_response(page, DOCS_POLICY)
     response = openapi()
-    response.headers["Content-Location"] = url_for("ops.openapi")
-    response.headers["Vary"] = "Accept"
+    response.headers.update({"Content-Location": url_for("ops.openapi"), "Vary": "Accept"})
     return response

@@ -168,8 +168,6 @@ EXPOSE_HEADERS = (
     "ETag Idempotent-Replayed Link Location Retry-After WWW-Authenticate X-RateLimit-Limit "
     "X-RateLimit-Remaining X-RateLimit-Reset X-Request-ID X-Total-Count"
 ).split()
-METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
-MAX_AGE = 600  # seconds a browser may reuse a preflight's answer
 
 
 def answer_preflight():
@@ -203,9 +201,8 @@ def init_cors(app) -> None:
         # with *, every answer says `Access-Control-Allow-Origin: *`, the same for everyone
         send_wildcard=anyone,
         always_send=anyone,
-        methods=METHODS,
         allow_headers=ALLOW_HEADERS,
         expose_headers=EXPOSE_HEADERS,
-        max_age=MAX_AGE,
+        max_age=600,  # seconds a browser may reuse a preflight's answer (methods: all)
         supports_credentials=False,  # credentials travel in headers, never in cookies
     )
