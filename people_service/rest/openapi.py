@@ -1,5 +1,4 @@
-"""The OpenAPI 3.1 document, generated from the routes and the marshmallow schemas; the shapes
-of the answers; and the query strings views take (only the parameters a view documents)."""
+"""The OpenAPI 3.1 document, built from the routes and their schemas; the query strings allowed."""
 
 import functools
 import re
@@ -338,6 +337,7 @@ def _check_request() -> None:
     check_query(request.args, accepted(view), request.path)
 
 
-def strict_query(bp: Blueprint) -> None:
-    """Refuse unknown and repeated query parameters on every route of `bp`."""
-    bp.before_request(_check_request)
+def strict_query(*blueprints: Blueprint) -> None:
+    """Refuse unknown and repeated query parameters on every route of these blueprints."""
+    for bp in blueprints:
+        bp.before_request(_check_request)

@@ -1,5 +1,4 @@
-"""Operational endpoints (health, the OpenAPI document, the caller), the login handshake, and
-the front page and API documentation: HTML for browsers, JSON for programs."""
+"""Health, the OpenAPI document, the caller, logins, and the front page and docs (HTML or JSON)."""
 
 import threading
 
@@ -17,8 +16,7 @@ from .openapi import CallerSchema, HealthSchema, TokenSchema, build_spec, doc, r
 bp = Blueprint("ops", __name__)
 tokens = Blueprint("tokens", __name__)
 front = Blueprint("front", __name__)
-strict_query(bp)
-strict_query(tokens)
+strict_query(bp, tokens)
 
 FORM = "application/x-www-form-urlencoded"
 # One password check at a time per process: each costs about 0.2 s of CPU at the default work

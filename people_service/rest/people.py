@@ -15,8 +15,7 @@ from .openapi import doc, strict_query
 
 bp = Blueprint("people", __name__)
 messages = Blueprint("messages", __name__)
-strict_query(bp)
-strict_query(messages)
+strict_query(bp, messages)
 
 OUT, MESSAGE, REPLAYED = openapi.PersonOutSchema, openapi.MessageOutSchema, "Idempotent-Replayed"
 PERSON = ("The person.", OUT, ["ETag"])

@@ -1,5 +1,4 @@
-"""What browsers get: content negotiation on Accept, the HTML pages' assets and security
-headers, and cross-origin requests (flask-cors, off unless CORS_ORIGINS)."""
+"""What browsers get: negotiation on Accept, pages' assets and security headers, and CORS."""
 
 import hashlib
 import json

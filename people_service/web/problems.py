@@ -119,9 +119,7 @@ def _parts(error: Exception) -> tuple[int, str, dict | None, dict, int]:
     else:
         log.error("unexpected error", exc_info=getattr(error, "original_exception", None) or error)
         status, detail, errors, headers = 500, ServiceError.default_detail, None, {}
-    omitted = 0
-    if errors:
-        errors, omitted = bounded_errors(errors)
+    errors, omitted = bounded_errors(errors)
     if omitted:
         total = omitted + _count(errors)
         detail = (
