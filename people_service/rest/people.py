@@ -1,5 +1,6 @@
 """REST resources for people, their friendships and their messages (private to their sender)."""
 
+from functools import partial
 from urllib.parse import urlencode
 
 from flask import Blueprint, request, url_for
@@ -21,6 +22,7 @@ OUT, MESSAGE, REPLAYED = openapi.PersonOutSchema, openapi.MessageOutSchema, "Ide
 PERSON = ("The person.", OUT, ["ETag"])
 NO_CONTENT = {204: ("Done.", None, [])}
 PAGE = ["X-Total-Count", "Link"]
+message_doc = partial(doc, tag="messages")
 # The order of the parameters in the Link header: paging first, then what the client asked.
 LINK_PARAMETERS = ("limit", "offset", *service.FILTERS, "sort")
 EMPTY = (None, "")
@@ -199,13 +201,12 @@ def remove_friend(person_id, friend_id):
 
 @messages.post("/message")
 @required
-@doc(
+@message_doc(
     "Send a message to a person; the sender is the caller",
     body=schemas.MessageSchema,
     headers=["Idempotency-Key"],
     ok={201: ("Sent (or a replay: Idempotent-Replayed).", MESSAGE, ["Location", REPLAYED])},
     errors=[404],
-    tag="messages",
 )
 def send_message():
     data = json_body()
@@ -219,10 +220,8 @@ def send_message():
 
 @messages.get("/message/<id:message_id>")
 @required
-@doc(
-    "Get a message the caller sent (admins: any message)",
-    ok={200: ("The message.", MESSAGE, [])},
-    tag="messages",
+@message_doc(
+    "Get a message the caller sent (admins: any message)", ok={200: ("The message.", MESSAGE, [])}
 )
 def get_message(message_id):
     return json_response(service.get_message(get_store(), current_caller().viewer, message_id))
@@ -230,11 +229,10 @@ def get_message(message_id):
 
 @messages.get("/person/<id:person_id>/messages")
 @required
-@doc(
+@message_doc(
     "The caller's messages to a person, newest first",
     query=schemas.PageSchema,
     ok={200: ("A page of messages.", MESSAGE(many=True), [])},
-    tag="messages",
 )
 def list_messages(person_id):
     viewer, args = current_caller().viewer, request.args.to_dict()
