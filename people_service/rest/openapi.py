@@ -306,15 +306,22 @@ def accepted(view) -> frozenset[str]:
     return frozenset(schema().load_fields) if schema else frozenset()
 
 
-def check_query(args, allowed: frozenset[str], what: str) -> None:
-    """Raise BadRequest (400) for parameters outside `allowed`, and for one given twice."""
+def _check_request() -> None:
+    if not request.query_string:
+        return  # the common case costs nothing
+    view = current_app.view_functions.get(request.endpoint)
+    if getattr(view, "requires_auth", False) and request.method != "OPTIONS":
+        # credentials and scope first, in the order `required` checks them: a caller
+        # without them learns nothing about the parameters (401/403 before 400)
+        check_scope(authenticate(), "read" if request.method in ("GET", "HEAD") else "write")
+    args, allowed = request.args, accepted(view)
     unknown = [name for name in args if name not in allowed]
     if unknown:
         takes = ", ".join(sorted(allowed)) if allowed else "no query parameters"
         plural = "s" if len(unknown) > 1 else ""
         listed = ", ".join(repr(name[:40]) for name in unknown[:SHOWN])
         raise BadRequest(
-            f"Unknown query parameter{plural} {listed}; {what} takes {takes}.",
+            f"Unknown query parameter{plural} {listed}; {request.path} takes {takes}.",
             errors={name[:40]: ["Unknown parameter."] for name in unknown[:SHOWN]},
         )
     repeated = [name for name, values in args.lists() if len(values) > 1]
@@ -324,17 +331,6 @@ def check_query(args, allowed: frozenset[str], what: str) -> None:
             f"Query parameter {listed} given more than once; give each parameter once.",
             errors={name: ["Given more than once."] for name in repeated},
         )
-
-
-def _check_request() -> None:
-    if not request.query_string:
-        return  # the common case costs nothing
-    view = current_app.view_functions.get(request.endpoint)
-    if getattr(view, "requires_auth", False) and request.method != "OPTIONS":
-        # credentials and scope first, in the order `required` checks them: a caller
-        # without them learns nothing about the parameters (401/403 before 400)
-        check_scope(authenticate(), "read" if request.method in ("GET", "HEAD") else "write")
-    check_query(request.args, accepted(view), request.path)
 
 
 def strict_query(*blueprints: Blueprint) -> None:

@@ -175,7 +175,6 @@ def answer_preflight():
     preflight = "Origin" in headers and "Access-Control-Request-Method" in headers
     if request.method == "OPTIONS" and request.url_rule is not None and preflight:
         return current_app.make_default_options_response()  # 204 (lifecycle.App)
-    return None
 
 
 def vary_on_origin(response):
