@@ -17,8 +17,6 @@ SCOPES = ("read", "write", "admin")
 
 
 class FullMatch(validate.Regexp):
-    """A regular expression the whole value must match (a final newline included)."""
-
     def __call__(self, value):
         if not isinstance(value, str) or self.regex.fullmatch(value) is None:
             raise ValidationError(self._format_error(value))
