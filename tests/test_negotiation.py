@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from people_service.web.pages import HTML, JSON, best_match
+from people_service.web.negotiation import HTML, JSON, best_match
 
 GRAPHQL_RESPONSE = "application/graphql-response+json"
 

@@ -23,15 +23,8 @@ from ..schemas import sentence
 from ..web import get_store, ratelimit, services
 from ..web.caller import authenticate
 from ..web.jsonio import dump_json, json_body, parse_json
-from ..web.pages import (
-    HTML,
-    asset_url,
-    content_security_policy,
-    html_response,
-    negotiate,
-    source_of,
-    vendor_url,
-)
+from ..web.negotiation import HTML, negotiate
+from ..web.pages import asset_url, content_security_policy, html_response, source_of, vendor_url
 from ..web.problems import bounded_errors, error_parts, graphql_code, with_headers
 from . import parsing
 from .executor import LeafExecutor

@@ -10,7 +10,8 @@ from ..errors import Busy, Unauthorized
 from ..web import get_store, services
 from ..web.caller import caller_summary, challenge, current_caller, required
 from ..web.jsonio import json_body, json_response
-from ..web.pages import content_security_policy, html_response, vendor_url, wants_html
+from ..web.negotiation import wants_html
+from ..web.pages import content_security_policy, html_response, vendor_url
 from ..web.problems import with_headers
 from .openapi import CallerSchema, HealthSchema, TokenSchema, build_spec, doc, release, strict_query
 
