@@ -9,13 +9,11 @@ import queue
 import re
 import string
 import threading
-import time
 from urllib.parse import quote
 
 # Control characters, line separators and bidirectional controls: they could end or disguise a line
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
 QUEUE_SIZE = 10_000
-BATCH_PAUSE = 0.05  # seconds a line may wait in the queue, under load
 ACCESS = "people_service.access"
 
 # A logged URL keeps printable ASCII but the space (and "?" of the path): it stays one field
@@ -103,16 +101,6 @@ class DroppingQueueHandler(logging.handlers.QueueHandler):
             self.dropped += 1
 
 
-class BatchingListener(logging.handlers.QueueListener):
-    """Writes queued records in batches: under load its thread wakes every BATCH_PAUSE seconds,
-    not once a record (each wake-up takes the GIL from the request threads)."""
-
-    def dequeue(self, block: bool) -> logging.LogRecord:
-        if block and self.queue.empty():
-            time.sleep(BATCH_PAUSE)
-        return self.queue.get(block)
-
-
 _handler: DroppingQueueHandler | None = None
 _listener: logging.handlers.QueueListener | None = None
 _lock = threading.Lock()
@@ -157,7 +145,7 @@ def take_over() -> None:
 def _start(output: logging.Handler) -> None:
     global _listener
     _handler.queue = queue.Queue(QUEUE_SIZE)  # a fresh one: a fork copies locks as they were
-    _listener = BatchingListener(_handler.queue, output)
+    _listener = logging.handlers.QueueListener(_handler.queue, output)
     _listener.start()
 
 

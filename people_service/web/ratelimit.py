@@ -1,6 +1,5 @@
 """Rate limits through flask-limiter: one budget per caller (key, user or address) for the API."""
 
-import functools
 import hashlib
 import math
 import time
@@ -21,12 +20,6 @@ STRATEGY = "sliding-window-counter"  # a refused hit is charged nothing
 SCOPE = "global"  # flask-limiter's scope of application limits: one budget across endpoints
 # The login handshake's body: a username (64 characters) and a password (1,024), escaped.
 HANDSHAKE_MAX_BODY = 16 * 1024
-
-
-@functools.lru_cache(maxsize=256)
-def parsed(limit: str) -> tuple:
-    """'600/minute' or '10/second;500/hour' as limit items: the few strings in use, parsed once."""
-    return tuple(parse_many(limit))
 
 
 def client_address() -> str:
@@ -61,7 +54,7 @@ def caller_limit(caller) -> str:
 def budget() -> tuple[int, str]:
     """The most one request of this caller can cost (its smallest window), and its limit."""
     limit = caller_limit(peek_caller())
-    return min(item.amount for item in parsed(limit)), limit
+    return min(item.amount for item in parse_many(limit)), limit
 
 
 def init_app(app, *, unlimited=frozenset(), handshake=frozenset()) -> Limiter:
@@ -114,7 +107,7 @@ def init_app(app, *, unlimited=frozenset(), handshake=frozenset()) -> Limiter:
     def short(written: str, counter: str, scope=SCOPE, charge=False, cost=1):
         """The first window of `written` without room for `cost`, or None; `charge`: take it."""
         room = limiter.limiter.hit if charge else limiter.limiter.test
-        windows = parsed(written)
+        windows = parse_many(written)
         return next((i for i in windows if not room(i, *ids, counter, scope, cost=cost)), None)
 
     def refusal(item, counter: str, detail: str, scope: str = SCOPE) -> RateLimited:
