@@ -33,14 +33,15 @@ def if_match():
     match, none_match = "If-Match" in request.headers, "If-None-Match" in request.headers
     if not match and not none_match:
         return None
+    tags, other_tags = request.if_match, request.if_none_match  # parsed before the write lock
 
     def holds(current: dict | None) -> bool:
         if current is None:  # a create: If-Match has nothing to match, If-None-Match holds
             return not match
         etag = generate_etag(dump_json(current))  # the hash add_etag() gives the answer
-        if match and not request.if_match.contains(etag):
+        if match and not tags.contains(etag):
             return False
-        return not (none_match and request.if_none_match.contains_weak(etag))
+        return not (none_match and other_tags.contains_weak(etag))
 
     return holds
 
