@@ -19,7 +19,7 @@ def redacted(database: str) -> str:
     return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", str(database))
 
 
-def open_store(database: str, **options) -> Store:
+def open_store(database: str) -> Store:
     """The store for DATABASE: a PostgreSQL URL, or else the path of a SQLite file."""
     if is_url(database):
         try:
@@ -29,5 +29,5 @@ def open_store(database: str, **options) -> Store:
                 "PostgreSQL support is not installed: pip install -e '.[postgres]'"
             ) from None
 
-        return PostgresStore(str(database), **options)
+        return PostgresStore(str(database))
     return SQLiteStore(str(database))

@@ -115,16 +115,13 @@ class SQLiteCounters(Storage, SlidingWindowCounterSupport):
         self._lock = threading.Lock()
         # borrowed for each use: a thread per request must not mean a connection per thread
         self._pool = Pool(self.path, self._open, self.POOL_SIZE)
-        self._pid, self._lock_fd = None, -1
+        self._pid, self._lock_fd = os.getpid(), create_private(self.path + ".lock")
         self._writes = itertools.count(1)
         with self._borrowed():
             pass  # the file and its table now: a bad path fails at start
 
     @contextmanager
     def _borrowed(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            if self._pid != os.getpid():  # a fork's lock is the parent's: never used nor closed
-                self._pid, self._lock_fd = os.getpid(), create_private(self.path + ".lock")
         conn, file_id = self._pool.take()
         try:
             yield conn
@@ -151,6 +148,8 @@ class SQLiteCounters(Storage, SlidingWindowCounterSupport):
             with self._borrowed() as conn:
                 return self._write(sql, params, conn)
         with self._lock:
+            if self._pid != os.getpid():  # a fork's lock is the parent's: never used nor closed
+                self._pid, self._lock_fd = os.getpid(), create_private(self.path + ".lock")
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
             try:
                 if next(self._writes) % self.PURGE_EVERY == 0:

@@ -64,13 +64,12 @@ class PostgresStore(Store):
         'CREATE INDEX people_name_order ON people (name_key COLLATE "C", id)',
     }
 
-    def __init__(self, url: str, *, pool_size: int = 20, timeout: float = 5.0):
-        self.url = url
+    def __init__(self, url: str):
         self.pool = ConnectionPool(
             url,
             min_size=1,
-            max_size=pool_size,
-            timeout=timeout,
+            max_size=20,
+            timeout=5.0,
             kwargs={"autocommit": True, "connect_timeout": 5},
             open=False,
         )
@@ -86,16 +85,12 @@ class PostgresStore(Store):
     def _in_ids(column: str, ids: list[int]) -> tuple[str, list[int]]:
         return f"{column} = ANY(?)", list(ids)
 
-    def _open(self) -> None:
-        # opened at first use, in the process that uses it: never across a fork
-        if self.pool.closed:
-            self.pool.open(wait=True, timeout=10)
-
     def _connection(self):
         conn = getattr(self._local, "conn", None)
         if conn is not None:  # inside this thread's transaction
             return nullcontext(conn)
-        self._open()
+        if self.pool.closed:  # opened at first use, in the using process: never across a fork
+            self.pool.open(wait=True, timeout=10)
         return self.pool.connection()
 
     @contextmanager
@@ -103,8 +98,7 @@ class PostgresStore(Store):
         if getattr(self._local, "conn", None) is not None:
             yield
             return
-        self._open()
-        with self._translated(), self.pool.connection() as conn:
+        with self._translated(), self._connection() as conn:
             self._local.conn = conn
             try:
                 with conn.transaction():

@@ -128,9 +128,7 @@ class SQLiteStore(Store):
         return nullcontext(self._db().conn)
 
     def _insert(self, sql: str, params=()) -> int:
-        # not RETURNING: its row comes back before the commit, and a thread waiting for the GIL
-        # there keeps every other writer asleep in SQLite's busy handler (POST /message: p99
-        # 0.5 s and half the throughput at 16 clients)
+        # not RETURNING: its row comes back before the commit, stalling other writers (see docs/)
         with self._translated(), self._connection() as conn:
             return conn.execute(sql, params).lastrowid
 
