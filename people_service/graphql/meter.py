@@ -13,7 +13,6 @@ from graphql import (
     ValidationRule,
     get_named_type,
     get_nullable_type,
-    get_operation_ast,
     introspection_types,
     is_abstract_type,
     is_composite_type,
@@ -84,14 +83,13 @@ def introspective(operation) -> bool:
 class Meter:
     """Depth, aliases and cost of a document's operations, each walk linear."""
 
-    def __init__(self, schema, document, values, operation_name):
+    def __init__(self, schema, document, values):
         self.schema = schema
         self.fragments = {
             node.name.value: node
             for node in document.definitions
             if isinstance(node, FragmentDefinitionNode)
         }
-        self.running = get_operation_ast(document, operation_name)  # None: nothing will run
         self.values = values  # None: the variables did not coerce, nothing will run
         self._roots = {schema.query_type, schema.mutation_type} - {None}
         self._measured: dict = {}  # fragments' and introspection selections' measures
@@ -117,10 +115,8 @@ class Meter:
                 found = (0, 0)
                 if node.selection_set:
                     found = self.shape(node.selection_set, running, inner, nesting + 1)
-                depth = max(depth, 0 if inner else found[0] + 1)
-                aliases += found[1] + (node.alias is not None)
-                continue
-            if isinstance(node, InlineFragmentNode):
+                found = (0 if inner else found[0] + 1, found[1] + (node.alias is not None))
+            elif isinstance(node, InlineFragmentNode):
                 found = self.shape(node.selection_set, running, introspective, nesting + 1)
             elif (fragment := self.fragments.get(node.name.value)) is None:
                 found = (0, 0)
@@ -175,6 +171,8 @@ class Meter:
         return parent if condition is None else self.schema.get_type(condition.name.value)
 
     def _field(self, node: FieldNode, parent, nesting: int) -> int:
+        if node.selection_set is None:
+            return 0  # a leaf (a field of a root type is charged 1 by the caller)
         name = node.name.value
         if parent is self.schema.query_type and name in ("__schema", "__type"):
             found = self.schema
@@ -187,13 +185,10 @@ class Meter:
             if found is None:
                 return 0
             kind = "__Schema" if name == "__schema" else "__Type"
-            inner = (
-                0 if node.selection_set is None else self._introspect(node, kind, found, nesting)
-            )
-            return min(1 + inner, CEILING)  # 1 for the object the field returns
+            return min(1 + self._introspect(node, kind, found, nesting), CEILING)  # 1: itself
         fields = getattr(parent, "fields", None) if is_composite_type(parent) else None
         definition = fields.get(name) if fields else None
-        if definition is None or node.selection_set is None:
+        if definition is None:
             return 0
         named = get_named_type(definition.type)
         if not is_composite_type(named):
@@ -252,18 +247,18 @@ class Meter:
         return min(total, CEILING)
 
 
-def limits_of(schema, document, values, operation_name, config, budget) -> tuple:
-    """(errors, price) of a document; `budget` is the caller's (smallest window, limit)."""
+def limits_of(schema, document, values, running, config, budget) -> tuple:
+    """(errors, price) of a document if `running` runs; `budget` is ratelimit.budget()'s."""
     max_depth, max_aliases = config["GRAPHQL_MAX_DEPTH"], config["GRAPHQL_MAX_ALIASES"]
     max_cost = config["GRAPHQL_MAX_COST"]
-    meter = Meter(schema, document, values, operation_name)
+    meter = Meter(schema, document, values)
     errors: dict[str, TooComplex] = {}
     price = 0
     try:
         for node in document.definitions:
             if not isinstance(node, OperationDefinitionNode):
                 continue
-            depth, aliases = meter.shape(node.selection_set, node is meter.running)
+            depth, aliases = meter.shape(node.selection_set, node is running)
             if depth > max_depth:
                 message = f"The query is {figure(depth)} levels deep; the limit is {max_depth}."
                 errors.setdefault("depth", TooComplex(message, node))
@@ -271,7 +266,7 @@ def limits_of(schema, document, values, operation_name, config, budget) -> tuple
                 message = f"The query has {figure(aliases)} aliases; the limit is {max_aliases}."
                 errors.setdefault("aliases", TooComplex(message, node))
             root = schema.get_root_type(node.operation)
-            if node is not meter.running or values is None or root is None:
+            if node is not running or values is None or root is None:
                 continue  # not the one that runs, or nothing runs (execution says why)
             cost = meter.cost(node.selection_set, root)
             price = max(1, cost // INTROSPECTION_DISCOUNT) if introspective(node) else cost

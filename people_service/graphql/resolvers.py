@@ -91,7 +91,7 @@ def guarded(root, field: str, scope: str):
                 info.context.batches.forget()
             return resolver(info, **kwargs)
 
-        return wrapper
+        return resolver  # as it was: another guarded() can bind it to one more field
 
     return decorate
 
@@ -162,13 +162,10 @@ def resolve_delete_person(info, id):
 
 
 @guarded(mutation, "addFriend", "write")
-def resolve_add_friend(info, id, friend_id):
-    return service.add_friend(info.context.store, id, friend_id)
-
-
 @guarded(mutation, "removeFriend", "write")
-def resolve_remove_friend(info, id, friend_id):
-    return service.remove_friend(info.context.store, id, friend_id)
+def resolve_friendship(info, id, friend_id):
+    change = service.add_friend if info.field_name == "addFriend" else service.remove_friend
+    return change(info.context.store, id, friend_id)
 
 
 @guarded(mutation, "sendMessage", "write")

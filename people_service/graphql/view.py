@@ -153,12 +153,9 @@ def _prepare(data: dict) -> tuple:
         return None, None, [error], None
     except GraphQLError as error:
         return None, None, [error], 1
-    if reads_url():
-        operation = get_operation_ast(document, name)
-        if operation is not None and operation.operation != OperationType.QUERY:
-            raise with_headers(
-                MethodNotAllowed("Mutations must be sent with POST."), {"Allow": "POST"}
-            )
+    operation = get_operation_ast(document, name)  # None: no such operation, nothing runs
+    if reads_url() and operation is not None and operation.operation != OperationType.QUERY:
+        raise with_headers(MethodNotAllowed("Mutations must be sent with POST."), {"Allow": "POST"})
     executor = LeafExecutor.build(
         schema,
         document,
@@ -169,7 +166,7 @@ def _prepare(data: dict) -> tuple:
         hide_suggestions=not config["INTROSPECTION"],
     )
     values = None if isinstance(executor, list) else executor.variable_values
-    errors, cost = limits_of(schema, document, values, name, config, ratelimit.budget())
+    errors, cost = limits_of(schema, document, values, operation, config, ratelimit.budget())
     if errors:
         return None, None, errors, None
     errors = validated(data["query"], config["INTROSPECTION"])
@@ -180,19 +177,13 @@ def _prepare(data: dict) -> tuple:
         return None, None, errors, None if too_complex else max(1, cost)
     if isinstance(executor, list):
         # no such operation (a bad request), or variables that do not fit (bad user input)
-        code = "BAD_USER_INPUT" if get_operation_ast(document, name) is not None else "BAD_REQUEST"
+        code = "BAD_USER_INPUT" if operation is not None else "BAD_REQUEST"
         return document, None, [parsing.with_code(error, code) for error in executor], 1
-    answers = introspection_answers(data, executor)
-    if answers is not None and (data["query"], data.get("operationName")) in answers:
-        cost = 1  # the kept answer is reused
+    if not data.get("variables") and introspective(operation):
+        g.graphql_answers = services().introspection  # the app's kept introspection answers
+        if (data["query"], name) in g.graphql_answers:
+            cost = 1  # the kept answer is reused
     return document, executor, (), cost
-
-
-def introspection_answers(data: dict, executor) -> dict | None:
-    """The app's kept introspection answers, if this request's operation is one; else None."""
-    if data.get("variables") or not introspective(executor.operation):
-        return None
-    return services().introspection
 
 
 def rate_limit_cost() -> int | None:
@@ -212,7 +203,7 @@ def execute() -> tuple[dict, bool]:
     operation = executor.operation  # counted by web.metrics once answered
     name = operation.name.value if operation.name else None
     g.graphql_operation = (name, operation.operation.value, cost)
-    answers = introspection_answers(data, executor)
+    answers = g.get("graphql_answers")
     key = data["query"], data.get("operationName")
     if answers is not None and key in answers:
         return answers[key], False
@@ -301,10 +292,8 @@ def _relative(url: str) -> str:
 
 
 def explorer_response():
-    """The explorer page (rendered once per app), or None with EXPLORER=none."""
+    """The explorer page the config names (rendered once per app)."""
     explorer, cdn = current_app.config["EXPLORER"], current_app.config["EXPLORER_CDN"]
-    if explorer == "none":
-        return None
     ext = services()
     if ext.explorer is None:  # the page holds no prefix and depends only on the config
         page = _assets(explorer, lambda package, path: _relative(vendor_url(package, path, cdn)))
@@ -320,17 +309,17 @@ def explorer_response():
     return html_response(ext.explorer, policy)
 
 
-def graphql_response(body, status: int, media: str | None = None, headers=None) -> Response:
-    return Response(dump_json(body), status=status, headers=headers, content_type=media or JSON)
+def graphql_response(body, status: int, media: str, headers=None) -> Response:
+    return Response(dump_json(body), status=status, headers=headers, content_type=media)
 
 
 @bp.route("/graphql", methods=["GET", "POST"])
 def graphql_endpoint():
     if reads_url() and "query" not in request.args and "extensions" not in request.args:
         # a browser (it prefers HTML to both JSON types) gets the explorer, open to anyone
-        page = explorer_response() if negotiate((JSON, GRAPHQL_RESPONSE, HTML)) == HTML else None
-        if page is not None:
-            return page
+        browser = negotiate((JSON, GRAPHQL_RESPONSE, HTML)) == HTML
+        if browser and current_app.config["EXPLORER"] != "none":
+            return explorer_response()
         raise BadRequest("Send a query: GET /graphql?query={...} or POST a JSON body.")
     media = response_type()
     authenticate()
