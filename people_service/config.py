@@ -77,25 +77,22 @@ def load(overrides: dict | None = None, environ=None) -> dict:
     config = dict(DEFAULTS)
     for name, default in DEFAULTS.items():
         raw = environ.get(PREFIX + name)
-        if raw is not None:
-            config[name] = _parse(name, raw, default)
+        if raw is None:
+            continue
+        if isinstance(default, bool):
+            word = raw.strip().lower()
+            if word not in TRUE + FALSE:
+                raise ConfigError(f"{PREFIX}{name} must be true or false, not {raw!r}")
+            raw = word in TRUE
+        elif isinstance(default, int):
+            try:
+                raw = int(raw)
+            except ValueError:
+                raise ConfigError(f"{PREFIX}{name} must be an integer, not {raw!r}") from None
+        config[name] = raw
     config.update(overrides or {})
     check(config)
     return config
-
-
-def _parse(name: str, raw: str, default):
-    if isinstance(default, bool):
-        word = raw.strip().lower()
-        if word not in TRUE + FALSE:
-            raise ConfigError(f"{PREFIX}{name} must be true or false, not {raw!r}")
-        return word in TRUE
-    if isinstance(default, int):
-        try:
-            return int(raw)
-        except ValueError:
-            raise ConfigError(f"{PREFIX}{name} must be an integer, not {raw!r}") from None
-    return raw
 
 
 def check(config: dict) -> None:

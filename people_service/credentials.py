@@ -117,15 +117,9 @@ def create_user(
     """A login for the token handshake (password hashed by `method`); a taken name is Conflict."""
     given = {"username": username, "password": password, "scopes": scopes, "rate_limit": rate_limit}
     checked = schemas.load(schemas.user_request_schema, given, error=BadRequest)
-    check_new_password(checked["password"], checked["username"])
-    store.insert_user(
-        {
-            "username": checked["username"],
-            "password_hash": generate_password_hash(checked["password"], method),
-            "scopes": _scopes(checked["scopes"]),
-            "rate_limit": checked["rate_limit"],
-        }
-    )
+    password = check_new_password(checked.pop("password"), checked["username"])
+    hashed = generate_password_hash(password, method)
+    store.insert_user({**checked, "password_hash": hashed, "scopes": _scopes(checked["scopes"])})
 
 
 def check_new_password(password: str, username: str) -> str:
@@ -145,16 +139,11 @@ def change_password(store, username: str, password: str, method: str = DEFAULT_M
         raise NotFound(f"No user named '{username}'.")
 
 
-def disable_user(store, username: str) -> None:
-    """No more logins, and the user's tokens stop working at once, in every process."""
-    if not store.set_disabled(username, True):
-        raise NotFound(f"No enabled user named '{username}'.")
-
-
-def enable_user(store, username: str) -> None:
-    """Let a disabled user log in again (tokens from before the disable stay invalid)."""
-    if not store.set_disabled(username, False):
-        raise NotFound(f"No disabled user named '{username}'.")
+def set_disabled(store, username: str, disabled: bool) -> None:
+    """Disable a user (no logins; its tokens stop working at once, in every process), or let it
+    log in again (tokens from before the disable stay invalid)."""
+    if not store.set_disabled(username, disabled):
+        raise NotFound(f"No {'enabled' if disabled else 'disabled'} user named '{username}'.")
 
 
 def delete_user(store, username: str) -> None:

@@ -33,8 +33,7 @@ def idempotent(store, caller: str, key: str | None, request_print: str, action):
     """Run `action() -> (status, body)` once per caller and key within 24 hours; returns
     (status, body, replayed). A key reused with another request is Invalid."""
     if key is None:
-        status, body = action()
-        return status, body, False
+        return (*action(), False)
     if not 1 <= len(key) <= 255 or not key.isprintable() or not key.isascii():
         raise BadRequest("Idempotency-Key must be 1 to 255 printable ASCII characters.")
     now = time.time()

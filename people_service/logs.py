@@ -111,12 +111,6 @@ def operator_configured() -> bool:
     return bool(logging.getLogger().handlers or logging.getLogger("people_service").handlers)
 
 
-def install() -> None:
-    """take_over(), unless logging is configured already."""
-    if not operator_configured():
-        take_over()
-
-
 def take_over() -> None:
     """Write the people_service logs to stderr only, once per process (unless it has handlers)."""
     global _handler

@@ -26,13 +26,9 @@ def plain(password: str) -> str:
 def guessable(password: str) -> bool:
     """Common, one short pattern repeated, or a run such as 'abcdefg...' or '9876...'."""
     text = plain(password)
-    if text in common_passwords():
-        return True
-    for size in range(1, 5):
-        if len(text) % size == 0 and text == text[:size] * (len(text) // size):
-            return True
+    repeated = any(text == text[:size] * (len(text) // size) for size in range(1, 5))
     steps = {ord(b) - ord(a) for a, b in zip(text, text[1:], strict=False)}
-    return steps in ({1}, {-1})
+    return text in common_passwords() or repeated or steps in ({1}, {-1})
 
 
 def names_its_context(password: str, username: str) -> bool:

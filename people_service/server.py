@@ -17,7 +17,7 @@ import time
 
 from waitress import create_server
 
-from . import create_app, credentials, logs, transfer
+from . import create_app, credentials, transfer
 from .config import ConfigError
 from .errors import Conflict
 from .store import redacted
@@ -63,7 +63,7 @@ def make_key(database: str | None) -> str:
     return f"people-service keys create NAME{given}"
 
 
-def bootstrap(store, demo: bool, out=sys.stdout, database: str | None = None) -> str:
+def bootstrap(store, demo: bool, database: str | None = None) -> str:
     """Load the demo data and print a demo key on an empty database; returns the ready line's
     hint (how to make a key) for an empty database left empty."""
     # one transaction, the key's unique name first: of several instances starting on one empty
@@ -78,17 +78,16 @@ def bootstrap(store, demo: bool, out=sys.stdout, database: str | None = None) ->
             people, friendships = transfer.load_demo(store)
     except Conflict:
         return ""
-    print(f"Loaded the demo data: {people} people, {friendships} friendships.", file=out)
-    print("Demo API key (shown once; send it as X-API-Key):", file=out)
-    print(f"(lost it? `{make_key(database)}` makes another one)", file=out)
-    print(key, file=out, flush=True)
+    print(f"Loaded the demo data: {people} people, {friendships} friendships.")
+    print("Demo API key (shown once; send it as X-API-Key):")
+    print(f"(lost it? `{make_key(database)}` makes another one)")
+    print(key, flush=True)
     return ""
 
 
 def run(overrides: dict, sockets: list[socket.socket], *, demo: bool, **options) -> int:
     """Serve on `sockets` (a worker process each, if several) until SIGTERM or SIGINT."""
     _on_stop(_stop)  # a signal during start-up stops it cleanly too
-    logs.install()  # the serving process sets up logging; loading the app does not
     allow_connections(options["connection_limit"])
     if len(sockets) > 1 or os.environ.get(METRICS_DIR):
         share_metrics()  # before create_app imports prometheus_client, which reads it then

@@ -64,17 +64,15 @@ def columns(person: dict) -> dict:
     return {**fields, **{key: address.get(key) for key in ADDRESS}}
 
 
-FILTERS = ("name", "city", "country", "min_age", "max_age")
+TEXTS = ("name", "city", "country")
+FILTERS = (*TEXTS, "min_age", "max_age")
 
 
 def people_query(**given) -> dict:
-    """Checked arguments of a people list (None: not given); an empty text filters nothing."""
-    args = {key: value for key, value in given.items() if value is not None}
+    """Checked arguments of a people list (None or an empty text: not given, filters nothing)."""
+    args = {k: v for k, v in given.items() if v is not None and (v != "" or k not in TEXTS)}
     query = schemas.load(schemas.people_query_schema, args, error=InvalidArgument)
-    for key in FILTERS:
-        query[key] = query.get(key) if key.endswith("_age") else query.get(key) or None
-    query.setdefault("sort", ())
-    return query
+    return {"sort": (), **dict.fromkeys(FILTERS), **query}
 
 
 def list_people(store, **args) -> tuple[list[dict], int, dict]:
@@ -147,19 +145,6 @@ def replace_person(store, person_id, data, precondition: Precondition | None = N
         return person_out(store.get_person(key))
 
 
-def merge_patch(target, patch):
-    """RFC 7396 JSON merge patch."""
-    if not isinstance(patch, dict):
-        return patch
-    result = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            result[key] = None  # our fields never disappear: null is "unknown"
-        else:
-            result[key] = merge_patch(result.get(key), value)
-    return result
-
-
 def update_person(store, person_id, patch, precondition: Precondition | None = None) -> dict:
     """Change the fields a merge patch names (PATCH); null clears a field."""
     changes = schemas.load(schemas.person_patch_schema, _without_path_id(patch, person_id))
@@ -168,18 +153,20 @@ def update_person(store, person_id, patch, precondition: Precondition | None = N
 
 def _merge(store, person_id, changes: dict, precondition: Precondition | None) -> dict:
     with _locked(store, person_id, precondition) as (key, current):
-        store.update_person(key, columns(merge_patch(current, changes)))
+        # an RFC 7396 merge patch of the person and its address; null clears a field
+        if changes.get("address") is not None:
+            changes = {**changes, "address": {**current["address"], **changes["address"]}}
+        store.update_person(key, columns({**current, **changes}))
         return person_out(store.get_person(key))
 
 
 @contextmanager
 def _locked(store, person_id, precondition: Precondition | None) -> Iterator[tuple[int, dict]]:
-    key = parse_id(person_id)
     with store.transaction():
-        current = get_person(store, key, lock=True)
+        current = get_person(store, person_id, lock=True)
         if precondition is not None and not precondition(current):
             raise PreconditionFailed()
-        yield key, current
+        yield int(current["id"]), current
 
 
 def delete_person(store, person_id, precondition: Precondition | None = None) -> None:
@@ -234,9 +221,8 @@ def list_friends(store, person_id, *, limit=None, offset=None) -> tuple[list[dic
 
 
 def friends_of(store, person_ids: list[str], limit) -> dict[str, list[dict]]:
-    """The first `limit` friends (by id) of each person, in one store call."""
-    count = list_field_limit(limit)
-    found = store.friends_of([int(pid) for pid in person_ids], count)
+    """The first `limit` (checked by list_field_limit) friends of each person, in one call."""
+    found = store.friends_of([int(pid) for pid in person_ids], limit)
     return {str(pid): [person_out(row) for row in rows] for pid, rows in found.items()}
 
 
@@ -250,7 +236,7 @@ def send_message(store, viewer: Viewer, data) -> dict:
     message = schemas.load(schemas.message_schema, data)
     row = store.insert_message(
         {
-            "person_id": parse_id(message["person_id"]),
+            "person_id": int(message["person_id"]),  # an id: the schema checked it
             "sender_id": viewer.sender_id,
             "sender": viewer.name,
             "content": message["content"],
@@ -276,9 +262,8 @@ def list_messages(store, viewer: Viewer, person_id, *, limit=None, offset=None) 
 
 
 def messages_of(store, viewer: Viewer, person_ids: list[str], limit) -> dict[str, list[dict]]:
-    """The caller's newest `limit` messages to each person, in one store call."""
-    count = list_field_limit(limit)
-    found = store.messages_of([int(pid) for pid in person_ids], viewer.filter, count)
+    """The caller's newest `limit` (checked) messages to each person, in one store call."""
+    found = store.messages_of([int(pid) for pid in person_ids], viewer.filter, limit)
     return {str(pid): [message_out(row) for row in rows] for pid, rows in found.items()}
 
 

@@ -7,8 +7,6 @@ from . import schemas
 from .errors import Invalid, ServiceError
 from .service import columns, person_out
 
-DEMO_FILE = Path(__file__).with_name("demo.json")
-
 
 def import_people(store, document) -> tuple[int, int]:
     """Load people in demo.json's format (ids kept, with addresses and friend ids) in one
@@ -41,8 +39,8 @@ def import_people(store, document) -> tuple[int, int]:
 
 def load_demo(store) -> tuple[int, int]:
     """Import the demo data set shipped with the package."""
-    with open(DEMO_FILE, encoding="utf-8") as file:
-        return import_people(store, json.load(file))
+    demo = Path(__file__).with_name("demo.json").read_text(encoding="utf-8")
+    return import_people(store, json.loads(demo))
 
 
 def export_people(store) -> tuple[dict, int]:

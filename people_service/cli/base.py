@@ -82,7 +82,9 @@ def reason(exc: BaseException) -> str:
 @click.option("--db", "database", metavar="PATH", help=DATABASE_HELP + " For every subcommand.")
 def cli(database):
     """People, friendships and messages over REST and GraphQL."""
-    logs.install()  # here, not before --version or --help: it imports the web stack
+    # the serving process sets up logging, not the app; here, not before --version or --help
+    if not logs.operator_configured():
+        logs.take_over()  # it imports the web stack
 
 
 def main(argv=None) -> int:

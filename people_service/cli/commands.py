@@ -226,13 +226,13 @@ def users_passwd(database, username, password_stdin):
 )
 def users_disable(store, username):
     """Stop USERNAME from logging in; its tokens stop working at once."""
-    credentials.disable_user(store, username)
+    credentials.set_disabled(store, username, True)
 
 
 @store_command(users, "enable", "username", "enabled user '{}'")
 def users_enable(store, username):
     """Let a disabled USERNAME log in again (old tokens stay refused)."""
-    credentials.enable_user(store, username)
+    credentials.set_disabled(store, username, False)
 
 
 @store_command(users, "delete", "username", "deleted user '{}'")
@@ -249,8 +249,7 @@ def init_db(database, demo):
     store = opened(database)
     message = f"database {settings(database)['DATABASE']} is ready"
     if demo:
-        existing = store.count_people()
-        if existing:
+        if existing := store.count_people():
             message += f"; it holds {existing} people already, so the demo was not loaded"
         else:
             people, friendships = transfer.load_demo(store)
@@ -340,7 +339,7 @@ def number(name: str, default: int, help: str, high: int | None = None):
     help="On an empty database, load the demo data and print a demo key "
     "(always so for the default database).",
 )
-def serve(database, host, port, threads, workers, connection_limit, channel_timeout, demo):
+def serve(database, host, port, workers, demo, **waitress):
     """Serve the API."""
     from .. import server  # the web stack: only this command needs it
 
@@ -369,7 +368,5 @@ def serve(database, host, port, threads, workers, connection_limit, channel_time
         overrides,
         sockets,
         demo=demo or options["DATABASE"] == config.DEFAULTS["DATABASE"],
-        threads=threads,
-        connection_limit=connection_limit,
-        channel_timeout=channel_timeout,
+        **waitress,  # threads, connection_limit, channel_timeout
     )
