@@ -28,7 +28,13 @@ log = logging.getLogger("people_service")
 # room above MAX_BODY_BYTES for chunked framing, so the app (not waitress) refuses bodies near it
 BODY_SLACK = 64 * 1024
 MAX_HEADER_BYTES = 64 * 1024
-SPARE_FILES = 64  # open files a process needs beside its connections
+# Open files a process needs beside its connections: two per SQLite connection (the database
+# and its WAL), pooled (16 idle for the data and 16 for the counters) or held by a thread
+SPARE_FILES = 128
+FILES_PER_THREAD = 4
+# a connection's socket, and the files waitress spools a large request body and answer to
+FILES_PER_CONNECTION = 3
+FD_SETSIZE = 1024  # select() cannot watch a descriptor from this number on
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 METRICS_DIR = "PROMETHEUS_MULTIPROC_DIR"
 
@@ -88,7 +94,7 @@ def bootstrap(store, demo: bool, database: str | None = None) -> str:
 def run(overrides: dict, sockets: list[socket.socket], *, demo: bool, **options) -> int:
     """Serve on `sockets` (a worker process each, if several) until SIGTERM or SIGINT."""
     _on_stop(_stop)  # a signal during start-up stops it cleanly too
-    allow_connections(options["connection_limit"])
+    options["use_select"] = allow_connections(options["connection_limit"], options["threads"])
     if len(sockets) > 1 or os.environ.get(METRICS_DIR):
         share_metrics()  # before create_app imports prometheus_client, which reads it then
     app = create_app(overrides)
@@ -108,21 +114,28 @@ def run(overrides: dict, sockets: list[socket.socket], *, demo: bool, **options)
     return status
 
 
-def allow_connections(limit: int) -> None:
-    """Raise this process's open-file limit to fit `limit` connections. Raises ConfigError."""
+def allow_connections(limit: int, threads: int) -> bool:
+    """Fit this process's open-file limit to `limit` connections; True when waitress may watch
+    them with select(), below FD_SETSIZE. Raises ConfigError."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    need = limit + SPARE_FILES
-    if soft == resource.RLIM_INFINITY or soft >= need:
-        return
+    need = FILES_PER_CONNECTION * limit + FILES_PER_THREAD * threads + SPARE_FILES
     if hard != resource.RLIM_INFINITY and hard < need:
         raise ConfigError(
             f"--connection-limit {limit} needs {need} open files, but this process may open "
             f"{hard} at most (ulimit -n)"
         )
-    resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
+    if need <= FD_SETSIZE:
+        # select() is cheaper than poll() in waitress (docs/performance.md); with the limit at
+        # FD_SETSIZE no descriptor it is given can be out of its range
+        top = FD_SETSIZE if hard == resource.RLIM_INFINITY else min(hard, FD_SETSIZE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (top, hard))
+        return True
+    if soft != resource.RLIM_INFINITY and soft < need:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
+    return False
 
 
-def serve(app, sockets, *, threads: int, connection_limit: int, channel_timeout: int) -> int:
+def serve(app, sockets, *, threads, connection_limit, channel_timeout, use_select) -> int:
     """Serve `app` with waitress until SIGTERM or SIGINT, then finish the running requests."""
     server = create_server(
         app,
@@ -133,7 +146,7 @@ def serve(app, sockets, *, threads: int, connection_limit: int, channel_timeout:
         connection_limit=connection_limit,
         channel_timeout=channel_timeout,
         cleanup_interval=1,
-        asyncore_use_poll=True,  # select() cannot watch descriptors above 1023
+        asyncore_use_poll=not use_select,  # poll() for descriptors from FD_SETSIZE on
         max_request_body_size=app.config["MAX_BODY_BYTES"] + BODY_SLACK,
         max_request_header_size=MAX_HEADER_BYTES,
         # forwarded headers reach the app, which believes them only from TRUSTED_PROXY

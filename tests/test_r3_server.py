@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -359,4 +360,94 @@ def test_a_second_server_with_workers_cannot_share_the_port_of_the_first(tmp_pat
         assert result.returncode == 1
         assert "address already in use" in result.stderr
     finally:
+        assert server.stop() == 0
+
+
+def open_files_limit(pid: int) -> int:
+    with open(f"/proc/{pid}/limits") as limits:
+        line = next(line for line in limits if line.startswith("Max open files"))
+    return int(line.split()[3])
+
+
+def idle_connections(server, count: int) -> list[socket.socket]:
+    opened = []
+    for _ in range(count):
+        opened.append(socket.create_connection(address(server), timeout=5))
+    return opened
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/limits"), reason="needs Linux's /proc")
+@pytest.mark.parametrize(
+    ("limit", "held", "select"),
+    [("250", 240, True), ("1200", 1100, False)],
+    ids=["select", "poll"],
+)
+def test_connections_near_the_limit_are_watched_by_select_or_poll(tmp_path, limit, held, select):
+    # select() below 1024 descriptors, with the process's open-file limit at 1024 so that no
+    # descriptor can be out of its range; poll() beyond, with the limit raised to fit
+    server = ServerProcess(database(tmp_path), args=["--connection-limit", limit]).start()
+    opened = []
+    try:
+        files = open_files_limit(server.process.pid)
+        assert files == 1024 if select else files >= 3 * int(limit)
+        opened = idle_connections(server, held)
+        time.sleep(1)  # accepted: each holds a descriptor of the server
+        response = requests.get(server.url + "/health", timeout=10)
+        assert response.status_code == 200
+        descriptors = len(os.listdir(f"/proc/{server.process.pid}/fd"))
+        assert descriptors > held  # the idle connections really are open in the server
+        assert descriptors < 1024 if select else descriptors > 1024
+    finally:
+        for sock in opened:
+            sock.close()
+        assert server.stop() == 0
+
+
+def spooling_connections(server, count: int) -> list[socket.socket]:
+    """Connections that each sent, with no credentials, more of a body than waitress keeps in
+    memory (512 KiB): it spools each to a file, a second descriptor per connection."""
+    head = b"POST /people HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    head += b"Content-Length: 1000000\r\n\r\n"
+    chunk = b" " * (530 * 1024)
+    opened = []
+    for _ in range(count):
+        sock = socket.create_connection(address(server), timeout=10)
+        sock.sendall(head + chunk)
+        opened.append(sock)
+    return opened
+
+
+class Limited(PlainServer):
+    """The server under an operator's `ulimit -n 400` (hard 2200), through util-linux's prlimit."""
+
+    def command(self) -> list[str]:
+        return ["prlimit", "--nofile=400:2200", *super().command()]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.path.exists("/proc/self/limits"), reason="needs Linux's /proc")
+@pytest.mark.skipif(shutil.which("prlimit") is None, reason="needs util-linux's prlimit")
+def test_spooled_bodies_up_to_the_connection_limit_do_not_exhaust_descriptors(tmp_path):
+    # each connection may hold its socket and two spool files, so the server raises its own
+    # limit to fit them all (here beyond select()'s 1024), or refuses to start
+    args = ["--connection-limit", "600", "--channel-timeout", "30"]
+    server = Limited(database(tmp_path), args=args).start()
+    opened = []
+    try:
+        assert open_files_limit(server.process.pid) >= 3 * 600
+        opened = spooling_connections(server, 560)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # waitress reads the bodies one after another
+            descriptors = len(os.listdir(f"/proc/{server.process.pid}/fd"))
+            if descriptors > 2 * 560:  # every body really is spooled to a file
+                break
+            time.sleep(0.2)
+        assert descriptors > 2 * 560
+        started = time.monotonic()
+        assert requests.get(server.url + "/health", timeout=10).status_code == 200
+        assert time.monotonic() - started < 2
+        assert not any("Too many open files" in line for line in server.stderr)
+    finally:
+        for sock in opened:
+            sock.close()
         assert server.stop() == 0

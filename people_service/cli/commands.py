@@ -326,7 +326,12 @@ def number(name: str, default: int, help: str, high: int | None = None):
 @number("--port", 8080, "TCP port.", high=65535)
 @number("--threads", 8, "Threads per process that answer requests.")
 @number("--workers", 1, "Processes; with several, rate limits are shared among them.")
-@number("--connection-limit", 1000, "Open connections at most, per process.")
+@number(
+    "--connection-limit",
+    250,
+    "Open connections at most, per process (with 8 threads, up to 288 are watched with "
+    "select(); more need poll(), which costs more per request).",
+)
 @number(
     "--channel-timeout",
     15,
