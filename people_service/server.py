@@ -36,6 +36,7 @@ FILES_PER_THREAD = 4
 FILES_PER_CONNECTION = 3
 FD_SETSIZE = 1024  # select() cannot watch a descriptor from this number on
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+STOP_GRACE = 7  # seconds: waitress's shutdown waits up to 5 for the running requests
 METRICS_DIR = "PROMETHEUS_MULTIPROC_DIR"
 
 
@@ -157,6 +158,7 @@ def serve(app, sockets, *, threads, connection_limit, channel_timeout, use_selec
     _on_stop(_stop)
     # on SystemExit waitress's threads finish the requests they run; waiting ones are dropped
     server.run()
+    _stopped.set()
     services(app).close()
     return 0
 
@@ -166,10 +168,26 @@ def _on_stop(handler) -> None:
         signal.signal(number, handler)
 
 
+_stopping = threading.Event()  # a stop signal has been taken
+_stopped = threading.Event()  # waitress's loop has ended
+
+
 def _stop(signum, frame):
     # only the first signal counts: Ctrl-C reaches every worker twice (directly and forwarded)
-    _on_stop(signal.SIG_IGN)
+    if _stopping.is_set():
+        return
+    _stopping.set()
+    threading.Thread(target=_insist, args=(signum,), name="stop", daemon=True).start()
     raise SystemExit(0)
+
+
+def _insist(signum: int) -> None:
+    # The SystemExit is lost when the signal lands in an object's finalizer: io drops errors
+    # while it closes a collected file, such as a body waitress spooled for a client that left.
+    # So the signal comes again until waitress's loop has ended.
+    while not _stopped.wait(STOP_GRACE):
+        _stopping.clear()
+        os.kill(os.getpid(), signum)
 
 
 def share_metrics() -> None:
@@ -207,6 +225,7 @@ def serve_workers(overrides: dict, sockets: list[socket.socket], **options) -> i
         pid = os.fork()
         if pid == 0:
             _on_stop(signal.SIG_DFL)
+            _stopping.clear()  # the parent's, had a signal been lost during its start-up
             signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
             for other in sockets:
                 if other is not sock:

@@ -451,3 +451,32 @@ def test_spooled_bodies_up_to_the_connection_limit_do_not_exhaust_descriptors(tm
         for sock in opened:
             sock.close()
         assert server.stop() == 0
+
+
+# A finalizer drops the exception a signal's handler raises in it, as io does while it closes a
+# collected file (a body waitress spooled for a client that left): the first SIGTERM is lost.
+LOST_STOP = """
+import os, signal, sys
+from people_service import server
+from people_service.cli.base import main
+
+class Collected:
+    def __del__(self):
+        os.kill(os.getpid(), signal.SIGTERM)
+        sum(range(10))  # the handler runs here, and its SystemExit is printed and dropped
+
+server._on_stop(server._stop)
+Collected()
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_stop_signal_lost_in_a_finalizer_still_stops_the_server(tmp_path):
+    command = [sys.executable, "-c", LOST_STOP, "serve", "--db", str(tmp_path / "people.db")]
+    result = subprocess.run(
+        [*command, "--port", str(free_port())], capture_output=True, text=True, timeout=60
+    )
+    assert "Exception ignored" in result.stderr and "SystemExit" in result.stderr
+    assert "people-service ready" in result.stderr  # it served after losing the signal
+    assert "people-service stopped" in result.stderr
+    assert result.returncode == 0
