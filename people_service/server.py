@@ -155,10 +155,12 @@ def serve(app, sockets, *, threads, connection_limit, channel_timeout, use_selec
     )
     # "Task queue depth is N" on nearly every request under load: noise
     logging.getLogger("waitress.queue").setLevel(logging.ERROR)
-    _on_stop(_stop)
+    ended = threading.Event()
+    _take_stop_signals(ended)
     # on SystemExit waitress's threads finish the requests they run; waiting ones are dropped
     server.run()
-    _stopped.set()
+    ended.set()
+    _on_stop(signal.SIG_IGN)  # kept while Python exits, which resets handlers of its own
     services(app).close()
     return 0
 
@@ -168,26 +170,38 @@ def _on_stop(handler) -> None:
         signal.signal(number, handler)
 
 
-_stopping = threading.Event()  # a stop signal has been taken
-_stopped = threading.Event()  # waitress's loop has ended
+_stopping = False  # a stop signal has been taken: a plain flag, as the handler takes no lock
 
 
 def _stop(signum, frame):
+    global _stopping
     # only the first signal counts: Ctrl-C reaches every worker twice (directly and forwarded)
-    if _stopping.is_set():
+    if _stopping:
         return
-    _stopping.set()
-    threading.Thread(target=_insist, args=(signum,), name="stop", daemon=True).start()
+    _stopping = True
     raise SystemExit(0)
 
 
-def _insist(signum: int) -> None:
-    # The SystemExit is lost when the signal lands in an object's finalizer: io drops errors
-    # while it closes a collected file, such as a body waitress spooled for a client that left.
-    # So the signal comes again until waitress's loop has ended.
-    while not _stopped.wait(STOP_GRACE):
-        _stopping.clear()
-        os.kill(os.getpid(), signum)
+def _take_stop_signals(ended: threading.Event) -> None:
+    """Stop on SIGTERM or SIGINT, sending the signal again every STOP_GRACE seconds until
+    `ended`: the handler's SystemExit is lost when the signal lands in an object's finalizer
+    (io drops errors while it closes a collected file, such as a body waitress spooled for a
+    client that left)."""
+    global _stopping
+    _stopping = False
+    taken, wakeup = os.pipe()
+    os.set_blocking(wakeup, False)
+    signal.set_wakeup_fd(wakeup, warn_on_full_buffer=False)  # each signal's number, from C
+    _on_stop(_stop)
+
+    def insist() -> None:
+        global _stopping
+        signum = os.read(taken, 1)[0]
+        while not ended.wait(STOP_GRACE):
+            _stopping = False
+            os.kill(os.getpid(), signum)
+
+    threading.Thread(target=insist, name="stop", daemon=True).start()
 
 
 def share_metrics() -> None:
@@ -225,7 +239,6 @@ def serve_workers(overrides: dict, sockets: list[socket.socket], **options) -> i
         pid = os.fork()
         if pid == 0:
             _on_stop(signal.SIG_DFL)
-            _stopping.clear()  # the parent's, had a signal been lost during its start-up
             signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
             for other in sockets:
                 if other is not sock:

@@ -456,8 +456,7 @@ def test_spooled_bodies_up_to_the_connection_limit_do_not_exhaust_descriptors(tm
 # A finalizer drops the exception a signal's handler raises in it, as io does while it closes a
 # collected file (a body waitress spooled for a client that left): the first SIGTERM is lost.
 LOST_STOP = """
-import os, signal, sys
-from people_service import server
+import os, select, signal, sys
 from people_service.cli.base import main
 
 class Collected:
@@ -465,14 +464,19 @@ class Collected:
         os.kill(os.getpid(), signal.SIGTERM)
         sum(range(10))  # the handler runs here, and its SystemExit is printed and dropped
 
-server._on_stop(server._stop)
-Collected()
+def select_once(*args, _select=select.select):
+    select.select = _select
+    Collected()  # collected at once, in waitress's loop
+    return _select(*args)
+
+select.select = select_once  # waitress's loop calls it once serving
 sys.exit(main(sys.argv[1:]))
 """
 
 
 def test_a_stop_signal_lost_in_a_finalizer_still_stops_the_server(tmp_path):
     command = [sys.executable, "-c", LOST_STOP, "serve", "--db", str(tmp_path / "people.db")]
+    started = time.monotonic()
     result = subprocess.run(
         [*command, "--port", str(free_port())], capture_output=True, text=True, timeout=60
     )
@@ -480,3 +484,20 @@ def test_a_stop_signal_lost_in_a_finalizer_still_stops_the_server(tmp_path):
     assert "people-service ready" in result.stderr  # it served after losing the signal
     assert "people-service stopped" in result.stderr
     assert result.returncode == 0
+    assert time.monotonic() - started < 30  # sent again after 7 s, not waited on for ever
+
+
+def test_a_second_signal_while_the_server_exits_changes_nothing(tmp_path):
+    # Ctrl-C and a supervisor's SIGTERM: the second comes while Python exits, which resets
+    # handlers of its own to the default (killed by the signal)
+    server = PlainServer(database(tmp_path)).start()
+    assert requests.get(server.url + "/health", timeout=10).status_code == 200  # serving
+    server.process.send_signal(signal.SIGINT)
+    deadline = time.monotonic() + 20
+    while not any("people-service stopped" in line for line in server.stderr):
+        assert time.monotonic() < deadline, "no stop"
+        time.sleep(0.001)
+    while server.process.poll() is None and time.monotonic() < deadline:
+        server.process.send_signal(signal.SIGTERM)
+        time.sleep(0.005)
+    assert server.stop() == 0
