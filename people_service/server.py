@@ -144,7 +144,8 @@ def serve(app, sockets, *, threads, connection_limit, channel_timeout, use_selec
         threads=threads,
         ident="people-service",
         # a slow client holds a connection, never a thread, and is closed after channel_timeout
-        connection_limit=connection_limit,
+        # waitress counts its listening sockets and its wake-up pipe among the connections
+        connection_limit=connection_limit + len(sockets) + 1,
         channel_timeout=channel_timeout,
         cleanup_interval=1,
         asyncore_use_poll=not use_select,  # poll() for descriptors from FD_SETSIZE on

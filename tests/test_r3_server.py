@@ -501,3 +501,22 @@ def test_a_second_signal_while_the_server_exits_changes_nothing(tmp_path):
         server.process.send_signal(signal.SIGTERM)
         time.sleep(0.005)
     assert server.stop() == 0
+
+
+def test_the_connection_limit_counts_clients_only(tmp_path):
+    # waitress counts its own listening socket and wake-up pipe: limits 1 and 2 served nobody
+    server = PlainServer(database(tmp_path), args=["--connection-limit", "1"]).start()
+    try:
+        assert requests.get(server.url + "/health", timeout=10).status_code == 200
+        held = socket.create_connection(address(server), timeout=5)
+        time.sleep(0.5)  # accepted: the one connection allowed
+        waiting = socket.create_connection(address(server), timeout=1)  # the kernel's backlog
+        waiting.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        with pytest.raises(TimeoutError):
+            waiting.recv(100)
+        held.close()
+        waiting.settimeout(10)
+        assert waiting.recv(100).startswith(b"HTTP/1.1 200")
+        waiting.close()
+    finally:
+        assert server.stop() == 0
