@@ -491,16 +491,18 @@ def test_a_second_signal_while_the_server_exits_changes_nothing(tmp_path):
     # Ctrl-C and a supervisor's SIGTERM: the second comes while Python exits, which resets
     # handlers of its own to the default (killed by the signal)
     server = PlainServer(database(tmp_path)).start()
-    assert requests.get(server.url + "/health", timeout=10).status_code == 200  # serving
-    server.process.send_signal(signal.SIGINT)
-    deadline = time.monotonic() + 20
-    while not any("people-service stopped" in line for line in server.stderr):
-        assert time.monotonic() < deadline, "no stop"
-        time.sleep(0.001)
-    while server.process.poll() is None and time.monotonic() < deadline:
-        server.process.send_signal(signal.SIGTERM)
-        time.sleep(0.005)
-    assert server.stop() == 0
+    try:
+        assert requests.get(server.url + "/health", timeout=10).status_code == 200  # serving
+        server.process.send_signal(signal.SIGINT)
+        deadline = time.monotonic() + 20
+        while not any("people-service stopped" in line for line in server.stderr):
+            assert time.monotonic() < deadline, "no stop"
+            time.sleep(0.001)
+        while server.process.poll() is None and time.monotonic() < deadline:
+            server.process.send_signal(signal.SIGTERM)
+            time.sleep(0.005)
+    finally:
+        assert server.stop() == 0
 
 
 def test_the_connection_limit_counts_clients_only(tmp_path):
@@ -508,15 +510,15 @@ def test_the_connection_limit_counts_clients_only(tmp_path):
     server = PlainServer(database(tmp_path), args=["--connection-limit", "1"]).start()
     try:
         assert requests.get(server.url + "/health", timeout=10).status_code == 200
-        held = socket.create_connection(address(server), timeout=5)
-        time.sleep(0.5)  # accepted: the one connection allowed
-        waiting = socket.create_connection(address(server), timeout=1)  # the kernel's backlog
-        waiting.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        with pytest.raises(TimeoutError):
-            waiting.recv(100)
-        held.close()
-        waiting.settimeout(10)
-        assert waiting.recv(100).startswith(b"HTTP/1.1 200")
-        waiting.close()
+        with socket.create_connection(address(server), timeout=5) as held:
+            time.sleep(0.5)  # accepted: the one connection allowed
+            waiting = socket.create_connection(address(server), timeout=1)  # in the backlog
+            waiting.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            with pytest.raises(TimeoutError):
+                waiting.recv(100)
+            held.close()
+            with waiting:
+                waiting.settimeout(10)
+                assert waiting.recv(100).startswith(b"HTTP/1.1 200")
     finally:
         assert server.stop() == 0
