@@ -7,6 +7,7 @@ import secrets
 import threading
 import time
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 import jwt
 from werkzeug.security import generate_password_hash
@@ -15,7 +16,7 @@ from . import schemas
 from .errors import BadRequest, NotFound
 from .passwords import DEFAULT_METHOD, check_password, dummy_hash, names_its_context
 from .service import Viewer
-from .store import iso
+from .store import PerProcess, iso
 
 log = logging.getLogger("people_service")
 KEY_PREFIX = "ps_"
@@ -229,42 +230,52 @@ def summary(usage, caller: Caller, default_limit: str) -> dict:
 
 
 class UsageTracker:
-    """Counts requests per caller without a database write on every request."""
+    """Counts requests per caller without a database write on every request; each process
+    counts, locks and flushes its own (a fork's child starts with nothing of its parent's)."""
 
     def __init__(self, store, interval: float = 5.0):
         self.store = store
         self.interval = interval
-        self._pending: dict[tuple[str, int], tuple[int, str]] = {}
-        self._lock = threading.Lock()  # guards _pending
-        self._flush_lock = threading.Lock()  # a flush and an exact read never interleave
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._process = PerProcess(
+            lambda: SimpleNamespace(
+                pending={},  # (kind, id) -> (count, last time)
+                lock=threading.Lock(),  # guards pending
+                flush_lock=threading.Lock(),  # a flush and an exact read never interleave
+                stop=threading.Event(),
+                thread=None,
+            )
+        )
+
+    @property
+    def _thread(self) -> threading.Thread | None:
+        return self._process.get().thread
 
     def hit(self, caller) -> None:
         """Count one request of `caller` (anything with .kind and .id)."""
-        ident = (caller.kind, caller.id)
+        ident, mine = (caller.kind, caller.id), self._process.get()
         stamp = time.time()  # formatted when written: this runs on every request
-        with self._lock:
-            count = self._pending.get(ident, (0, 0.0))[0]
-            self._pending[ident] = (count + 1, stamp)
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="usage-flush", daemon=True)
-                self._thread.start()
+        with mine.lock:
+            count = mine.pending.get(ident, (0, 0.0))[0]
+            mine.pending[ident] = (count + 1, stamp)
+            if mine.thread is None:
+                mine.thread = threading.Thread(target=self._run, name="usage-flush", daemon=True)
+                mine.thread.start()
 
     def _run(self) -> None:
-        while not self._stop.wait(self.interval):
+        while not self._process.get().stop.wait(self.interval):
             try:
                 self.flush()
             except Exception:  # never the end of counting: the next round tries again
                 log.exception("usage flush failed")
             finally:
-                self.store.release()  # no connection is held between flushes
+                self.store.release()  # the next flush checks the file again
 
     def flush(self) -> None:
         """Write the pending counts; on failure they are kept for the next flush."""
-        with self._flush_lock:
-            with self._lock:
-                pending, self._pending = self._pending, {}
+        mine = self._process.get()
+        with mine.flush_lock:
+            with mine.lock:
+                pending, mine.pending = mine.pending, {}
             if not pending:
                 return
             try:
@@ -273,23 +284,25 @@ class UsageTracker:
                 )
             except Exception:
                 log.warning("could not flush usage counts; will retry", exc_info=True)
-                with self._lock:
+                with mine.lock:
                     for ident, (count, stamp) in pending.items():
-                        now_count, now_stamp = self._pending.get(ident, (0, 0.0))
-                        self._pending[ident] = (count + now_count, max(stamp, now_stamp))
+                        now_count, now_stamp = mine.pending.get(ident, (0, 0.0))
+                        mine.pending[ident] = (count + now_count, max(stamp, now_stamp))
 
     def exact(self, kind: str, ident: int) -> tuple[int, str | None]:
         """Stored plus pending request count, and the last use."""
-        with self._flush_lock:
+        mine = self._process.get()
+        with mine.flush_lock:
             stored = self.store.usage(kind, ident) or {"request_count": 0, "last_used": None}
-            with self._lock:
-                count, stamp = self._pending.get((kind, ident), (0, 0.0))
+            with mine.lock:
+                count, stamp = mine.pending.get((kind, ident), (0, 0.0))
         last = max(stored["last_used"] or "", iso(stamp) if stamp else "") or None
         return stored["request_count"] + count, last
 
     def stop(self) -> None:
-        """Stop the flushing thread and write what is pending."""
-        self._stop.set()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout=self.interval + 5)
+        """Stop this process's flushing thread and write what is pending."""
+        mine = self._process.get()
+        mine.stop.set()
+        if mine.thread is not None and mine.thread is not threading.current_thread():
+            mine.thread.join(timeout=self.interval + 5)
         self.flush()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing
+import os
 import sqlite3
 import tempfile
 import threading
@@ -209,28 +210,27 @@ def test_a_deleted_file_is_recreated_instead_of_counting_alone(tmp_path, sqlite_
     assert path.exists() and rows(path) == 1
 
 
-def test_a_forked_process_opens_its_own_connection(tmp_path, monkeypatch, sqlite_only):
+def test_a_forked_child_counts_through_its_own_connection_and_lock(tmp_path, sqlite_only):
     storage = storage_at(tmp_path / "c.db")
-    with storage._borrowed() as parents:
-        pass  # idle again, in the parent's pool
-    monkeypatch.setattr(counters.os, "getpid", lambda: -1)  # as seen from a child
-    with storage._borrowed() as childs:
-        assert childs is not parents
-    storage.close()  # closes the child's connection, never the parent's
-    assert parents.execute("SELECT 1").fetchone() == (1,)
-    parents.close()
+    assert storage.incr("k", 60) == 1  # the parent's connection and lock file are open
+    pid = os.fork()
+    if pid == 0:  # the child counts on the same file through what it opens itself
+        counted = storage.incr("k", 60) == 2 and storage.get("k") == 2
+        storage.close()  # its own: the parent's stay open
+        os._exit(0 if counted else 1)
+    assert os.waitpid(pid, 0)[1] == 0
+    assert storage.incr("k", 60) == 3  # the parent's own connection still works
 
 
 def test_a_thread_per_request_server_does_not_keep_a_connection_per_thread(tmp_path, sqlite_only):
-    import threading
-
     storage = storage_at(tmp_path / "c.db")
+    descriptors = len(os.listdir("/proc/self/fd"))
     for _ in range(50):  # each thread ends after one use, as under werkzeug's threaded server
         thread = threading.Thread(target=storage.incr, args=("k", 60))
         thread.start()
         thread.join()
     assert storage.get("k") == 50
-    assert len(storage._pool.idle) <= storage.POOL_SIZE
+    assert len(os.listdir("/proc/self/fd")) <= descriptors + 4  # a thread's went with it
     storage.close()
 
 

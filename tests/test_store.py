@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
+import sys
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+import requests
 
 from people_service import service, transfer
 from people_service.errors import Conflict, NotFound
 from people_service.store import SCHEMA_VERSION, SQLiteStore, open_store
 
-from .conftest import count_statements, database
+from .conftest import ACTIVE, WANT_POSTGRES, cli, count_statements, database
+from .test_wsgi_servers import WSGIServer
 
 
 @pytest.fixture
@@ -175,8 +180,8 @@ def test_connections_stay_bounded_under_a_thread_per_request_server(app, headers
         server.shutdown()
         thread.join(10)
     assert statuses == [200] * 300
-    if hasattr(store, "open_connections"):  # SQLite: a pool of idle ones, plus those in use
-        assert store.open_connections() <= store.POOL_SIZE + 8
+    if hasattr(store, "open_connections"):  # SQLite: one per live thread (8 at most, and ours)
+        assert store.open_connections() <= 8 + 1
     else:  # PostgreSQL: psycopg's pool
         assert store.pool.get_stats()["pool_size"] <= store.pool.max_size
     assert len(os.listdir("/proc/self/fd")) - fds_before < 2 * (16 + 8) + 10
@@ -190,3 +195,40 @@ def test_a_new_database_file_is_readable_by_its_owner_only(tmp_path, sqlite_only
             assert (tmp_path / name).stat().st_mode & 0o777 == 0o600, name
     finally:
         store.close()
+
+
+# -- forks: every process opens its own connections (SPEC §11b) ------------------------------
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
+def test_gunicorn_preload_workers_answer_every_request_with_its_own_person(tmp_path, engine):
+    """`gunicorn --preload` loads the app once and then forks: no worker may use a connection,
+    pool, lock or thread its parent made (they would share one socket or file handle)."""
+    if engine != ACTIVE["backend"]:
+        hint = "" if WANT_POSTGRES else " (set PEOPLE_SERVICE_TEST_POSTGRES=1)"
+        pytest.skip(f"runs in the {engine} pass{hint}")
+    pytest.importorskip("gunicorn")
+    db = database(tmp_path)
+    people = [{"id": str(n), "name": f"Person {n}", "friends": []} for n in range(1, 301)]
+    (tmp_path / "people.json").write_text(json.dumps({"people": people}))
+    assert cli("import", tmp_path / "people.json", db=db).returncode == 0
+    key = cli("keys", "create", "--name", "forks", db=db).stdout.split()[-1]
+    command = [sys.executable, "-m", "gunicorn", "--bind", "127.0.0.1:{port}", "--preload"]
+    command += ["--workers", "3", "--threads", "4", "app:app"]
+    env = {"PEOPLE_SERVICE_RATE_LIMIT": "100000/minute"}
+    with WSGIServer(command, db, env) as server:
+
+        def get(n: int) -> tuple[int | None, str | None]:
+            try:
+                response = requests.get(
+                    f"{server.url}/person/{n}", headers={"X-API-Key": key}, timeout=10
+                )
+                return response.status_code, response.json().get("name")
+            except (requests.RequestException, ValueError) as error:  # a hung or broken worker
+                return None, type(error).__name__
+
+        with ThreadPoolExecutor(30) as pool:
+            answers = list(pool.map(get, range(1, 301)))
+        wrong = [(n, got) for n, got in enumerate(answers, 1) if got != (200, f"Person {n}")]
+        assert wrong == [], f"{len(wrong)} of 300 wrong: {wrong[:5]}"
+        assert server.stop() == 0

@@ -2,11 +2,20 @@
 
 import re
 
-from .base import SCHEMA_VERSION, Store
+from .base import SCHEMA_VERSION, PerProcess, Store
 from .people import iso
 from .sqlite import SQLiteStore
 
-__all__ = ["SCHEMA_VERSION", "SQLiteStore", "Store", "iso", "open_store", "is_url", "redacted"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "PerProcess",
+    "SQLiteStore",
+    "Store",
+    "iso",
+    "open_store",
+    "is_url",
+    "redacted",
+]
 
 
 def is_url(database: str) -> bool:

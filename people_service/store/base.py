@@ -1,5 +1,6 @@
 """The store's one interface: its SQL (people's in a mixin) and the migrations of both backends."""
 
+import os
 from contextlib import contextmanager
 
 from ..errors import Conflict, ServiceError
@@ -106,6 +107,24 @@ MIGRATIONS = [
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 FOLD_PLACES_AT = 3  # the migration after which existing rows get their folded keys
+
+
+class PerProcess:
+    """What `make()` gives, made once in each process: a forked child never uses what its parent
+    made before the fork (a connection, a pool, a lock, a thread; SPEC §11b), nor closes it."""
+
+    def __init__(self, make):
+        self.make, self.made = make, {}
+
+    def get(self):
+        found = self.made.get(os.getpid())
+        if found is None:  # setdefault is atomic: the threads of a new process agree on one
+            found = self.made.setdefault(os.getpid(), self.make())
+        return found
+
+    def forget(self):
+        """This process's, made again at the next get(); None if there was none."""
+        return self.made.pop(os.getpid(), None)
 
 
 class Rows(list):

@@ -9,9 +9,9 @@ import stat
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 from math import floor
+from types import SimpleNamespace
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import sqlite_utils
@@ -19,7 +19,8 @@ from limits.errors import ConfigurationError
 from limits.storage import SlidingWindowCounterSupport, Storage
 
 from . import is_url
-from .sqlite import Pool
+from .base import PerProcess
+from .sqlite import Connections
 
 PREFIX = "sqlite://"
 
@@ -93,13 +94,14 @@ def default_uri(database: str) -> str:
 
 class SQLiteCounters(Storage, SlidingWindowCounterSupport):
     """Exact across processes: each decision is one statement; writers queue on a thread lock
-    and an flock of `<file>.lock` (quicker than SQLite's busy handler); a refusal only reads."""
+    and an flock of `<file>.lock` (quicker than SQLite's busy handler); a refusal only reads.
+    Each process opens its own connections, lock and lock file (a fork never shares them);
+    an error is raised (as limits' StorageError when wrap_exceptions), never a made-up count."""
 
     STORAGE_SCHEME = ["sqlite"]
     PURGE_EVERY = 100  # writes of one process between purges of expired rows
-    POOL_SIZE = 16  # idle connections kept per process
     PURGE_BATCH = 1000  # rows a purge removes at most: more than the writes between add
-    base_exceptions = sqlite3.Error  # what limits wraps when asked to (wrap_exceptions)
+    base_exceptions = (sqlite3.Error, OSError)  # what limits wraps when asked to
 
     def __init__(self, uri: str, wrap_exceptions: bool = False, timeout: float = 5.0, **options):
         super().__init__(uri, wrap_exceptions=wrap_exceptions, **options)
@@ -112,47 +114,41 @@ class SQLiteCounters(Storage, SlidingWindowCounterSupport):
             raise ConfigurationError(f"{PREFIX} needs the path of a file, not {path!r}")
         self.path = os.path.abspath(path)
         self.timeout = float(timeout)
-        self._lock = threading.Lock()
-        # borrowed for each use: a thread per request must not mean a connection per thread
-        self._pool = Pool(self.path, self._open, self.POOL_SIZE)
-        self._pid, self._lock_fd = os.getpid(), create_private(self.path + ".lock")
-        self._writes = itertools.count(1)
-        with self._borrowed():
-            pass  # the file and its table now: a bad path fails at start
+        self._connections = Connections(self.path, self._open)
+        self._writer = PerProcess(
+            lambda: SimpleNamespace(lock=threading.Lock(), fd=None, writes=itertools.count(1))
+        )
+        self._conn()  # the file and its table now: a bad path fails at start
 
-    @contextmanager
-    def _borrowed(self) -> Iterator[sqlite3.Connection]:
-        conn, file_id = self._pool.take()
-        try:
-            yield conn
-        finally:
-            self._pool.give(conn, file_id)
+    def _conn(self) -> sqlite3.Connection:
+        """This thread's connection, to the file there is now (one deleted is made again)."""
+        return self._connections.get(check=True).conn
 
-    def _open(self) -> sqlite3.Connection:
+    def _open(self) -> sqlite_utils.Database:
         os.close(create_private(self.path))
         conn = sqlite3.connect(
             self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False
         )
         try:
-            sqlite_utils.Database(conn).enable_wal()  # persists in the file
+            db = sqlite_utils.Database(conn)
+            db.enable_wal()  # persists in the file
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.executescript(SCHEMA)  # again when the file was made anew
         except BaseException:
             conn.close()
             raise
-        return conn
+        return db
 
     def _write(self, sql: str, params, conn: sqlite3.Connection | None = None) -> list[tuple]:
         """Run one statement as the one writer of this file, in autocommit; its rows."""
-        if conn is None:
-            with self._borrowed() as conn:
-                return self._write(sql, params, conn)
-        with self._lock:
-            if self._pid != os.getpid():  # a fork's lock is the parent's: never used nor closed
-                self._pid, self._lock_fd = os.getpid(), create_private(self.path + ".lock")
-            fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+        conn = conn or self._conn()
+        writer = self._writer.get()
+        with writer.lock:
+            if writer.fd is None:
+                writer.fd = create_private(self.path + ".lock")
+            fcntl.flock(writer.fd, fcntl.LOCK_EX)
             try:
-                if next(self._writes) % self.PURGE_EVERY == 0:
+                if next(writer.writes) % self.PURGE_EVERY == 0:
                     conn.execute(
                         "DELETE FROM counters WHERE key IN"
                         " (SELECT key FROM counters WHERE expires_at <= ? LIMIT ?)",
@@ -161,15 +157,14 @@ class SQLiteCounters(Storage, SlidingWindowCounterSupport):
                 # fetchall: the statement runs to its end, and commits, before the lock goes
                 return conn.execute(sql, params).fetchall()
             finally:
-                fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+                fcntl.flock(writer.fd, fcntl.LOCK_UN)
 
     def close(self) -> None:
-        """Close every connection this storage opened (for tests and orderly shutdowns)."""
-        self._pool.close()
-        with self._lock:
-            if self._pid == os.getpid():
-                os.close(self._lock_fd)
-            self._pid = None
+        """Close this process's connections and lock file (for tests and orderly shutdowns)."""
+        self._connections.close()
+        writer = self._writer.forget()
+        if writer is not None and writer.fd is not None:
+            os.close(writer.fd)
 
     def incr(self, key: str, expiry: int, amount: int = 1) -> int:
         """Add `amount` to the counter of `key` (expiring `expiry` s after it starts)."""
@@ -178,8 +173,7 @@ class SQLiteCounters(Storage, SlidingWindowCounterSupport):
         return self._write(ADD, params)[0][0]
 
     def _read(self, sql: str, *params):
-        with self._borrowed() as conn:
-            row = conn.execute(sql, params).fetchone()
+        row = self._conn().execute(sql, params).fetchone()
         return row[0] if row else None
 
     def get(self, key: str) -> int:
@@ -229,29 +223,27 @@ class SQLiteCounters(Storage, SlidingWindowCounterSupport):
         """Add the hit if the weighted count of both windows stays within `limit`."""
         if amount > limit:
             return False
-        now = time.time()
-        with self._borrowed() as conn:
-            previous, previous_ttl, current, _ = self._windows(conn, key, expiry, now)
-            if floor(previous * previous_ttl / expiry + current) + amount > limit:
-                return False  # refused on the read alone
-            if amount <= 0:
-                return True  # nothing to add
-            previous_key, current_key = self._window_keys(key, expiry, now)
-            params = {
-                "key": current_key,
-                "previous": previous_key,
-                "amount": amount,
-                "limit": limit,
-                "now": now,
-                # the current window's counter lives two windows: it is the next one's previous
-                "expires": now + 2 * expiry,
-                "weight": 1 - (((now - expiry) / expiry) % 1),  # the previous window's share
-            }
-            return self._write(ACQUIRE, params, conn) != []
+        now, conn = time.time(), self._conn()
+        previous, previous_ttl, current, _ = self._windows(conn, key, expiry, now)
+        if floor(previous * previous_ttl / expiry + current) + amount > limit:
+            return False  # refused on the read alone
+        if amount <= 0:
+            return True  # nothing to add
+        previous_key, current_key = self._window_keys(key, expiry, now)
+        params = {
+            "key": current_key,
+            "previous": previous_key,
+            "amount": amount,
+            "limit": limit,
+            "now": now,
+            # the current window's counter lives two windows: it is the next one's previous
+            "expires": now + 2 * expiry,
+            "weight": 1 - (((now - expiry) / expiry) % 1),  # the previous window's share
+        }
+        return self._write(ACQUIRE, params, conn) != []
 
     def get_sliding_window(self, key: str, expiry: int) -> tuple[int, float, int, float]:
-        with self._borrowed() as conn:
-            return self._windows(conn, key, expiry, time.time())
+        return self._windows(self._conn(), key, expiry, time.time())
 
     def clear_sliding_window(self, key: str, expiry: int) -> None:
         keys = self._window_keys(key, expiry, time.time())

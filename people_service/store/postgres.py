@@ -5,13 +5,14 @@ import re
 import secrets
 import threading
 from contextlib import contextmanager, nullcontext
+from types import SimpleNamespace
 
 import psycopg
 from psycopg import errors as pg_errors
 from psycopg_pool import ConnectionPool
 
 from ..errors import Busy, Conflict, ServiceError, StorageFull, Unavailable
-from .base import READ_ONLY, Store
+from .base import READ_ONLY, PerProcess, Store
 
 IDENTITY_TABLES = ("people", "messages", "api_keys", "users")
 # the domain error for each kind of driver error, the first that matches
@@ -65,15 +66,26 @@ class PostgresStore(Store):
     }
 
     def __init__(self, url: str):
-        self.pool = ConnectionPool(
-            url,
-            min_size=1,
-            max_size=20,
-            timeout=5.0,
-            kwargs={"autocommit": True, "connect_timeout": 5},
-            open=False,
+        self.url = url
+        # per process, opened at first use: a fork's child never shares its parent's sockets
+        self._process = PerProcess(
+            lambda: SimpleNamespace(
+                pool=ConnectionPool(
+                    url,
+                    min_size=1,
+                    max_size=20,
+                    timeout=5.0,
+                    kwargs={"autocommit": True, "connect_timeout": 5},
+                    open=False,
+                ),
+                local=threading.local(),  # the connection of this thread's transaction
+            )
         )
-        self._local = threading.local()
+
+    @property
+    def pool(self) -> ConnectionPool:
+        """This process's pool."""
+        return self._process.get().pool
 
     @staticmethod
     def translate(error: Exception) -> ServiceError:
@@ -86,30 +98,35 @@ class PostgresStore(Store):
         return f"{column} = ANY(?)", list(ids)
 
     def _connection(self):
-        conn = getattr(self._local, "conn", None)
+        state = self._process.get()
+        conn = getattr(state.local, "conn", None)
         if conn is not None:  # inside this thread's transaction
             return nullcontext(conn)
-        if self.pool.closed:  # opened at first use, in the using process: never across a fork
-            self.pool.open(wait=True, timeout=10)
-        return self.pool.connection()
+        if state.pool.closed:
+            state.pool.open(wait=True, timeout=10)
+        return state.pool.connection()
 
     @contextmanager
     def _transaction(self, setting: str):
-        if getattr(self._local, "conn", None) is not None:
+        local = self._process.get().local
+        if getattr(local, "conn", None) is not None:
             yield
             return
         with self._translated(), self._connection() as conn:
-            self._local.conn = conn
+            local.conn = conn
             try:
                 with conn.transaction():
                     if setting:
                         conn.execute(setting)
                     yield
             finally:
-                self._local.conn = None
+                local.conn = None
 
     def close(self) -> None:
-        self.pool.close()
+        """Close this process's pool (a later use opens another)."""
+        state = self._process.forget()
+        if state is not None:
+            state.pool.close()
 
     def _schema_version(self) -> int:
         # a lock held for the migration serializes instances that start at once

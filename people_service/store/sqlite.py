@@ -8,11 +8,12 @@ import stat
 import threading
 import weakref
 from contextlib import contextmanager, nullcontext, suppress
+from types import SimpleNamespace
 
 import sqlite_utils
 
 from ..errors import Busy, Conflict, ServiceError, StorageFull, Unavailable
-from .base import READ_ONLY, Store
+from .base import READ_ONLY, PerProcess, Store
 
 UNREACHABLE = "The database file cannot be read or written."
 # the domain error for each primary result code; others (a syntax error) stay internal (500)
@@ -27,54 +28,93 @@ ERRORS = {
 }
 
 
-class Pool:
-    """Idle connections (anything with close()) to one SQLite file, kept per process with the
-    file each was opened on: a file replaced since (a restore) gets new ones."""
+def identity(path: str) -> tuple[int, int] | None:
+    """Which file `path` names now (None: none), to notice one deleted or replaced."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return info.st_dev, info.st_ino
 
-    def __init__(self, path: str, connect, size: int):
-        self.path, self.connect, self.size = path, connect, size
-        self.lock = threading.Lock()
-        self.idle: list[tuple] = []  # (connection, file id), newest last
-        self.pid = os.getpid()
 
-    def file_id(self) -> tuple[int, int] | None:
-        try:
-            info = os.stat(self.path)
-        except FileNotFoundError:
-            return None
-        return info.st_dev, info.st_ino
+class Closing:
+    """Closes a thread's connection when the thread ends and its locals go: a connection freed
+    unclosed keeps its file descriptors (a thread per request would leak one each)."""
 
-    def take(self) -> tuple:
-        """An idle connection to the file as it is now, else a new one; with its file id."""
-        file_id = self.file_id()
-        with self.lock:
-            if self.pid != os.getpid():
-                # a fork's inherited connections are the parent's: never used nor closed
-                self.pid, self.idle = os.getpid(), []
-            while self.idle:
-                conn, opened = self.idle.pop()
-                if opened == file_id:
-                    return conn, opened
-                conn.close()
-        return self.connect(), self.file_id()
+    def __init__(self, db: sqlite_utils.Database):
+        self.db = db
 
-    def give(self, conn, file_id) -> None:
-        with self.lock:
-            if self.pid == os.getpid() and len(self.idle) < self.size:
-                self.idle.append((conn, file_id))
-                return
-        conn.close()
+    def __del__(self):
+        self.db.close()
+
+
+class Connections:
+    """One connection per thread to a SQLite file, opened on first use in each process: a fork
+    never shares one. A thread's connection goes with the thread, or at close()."""
+
+    def __init__(self, path: str, connect):
+        self.path, self.connect = path, connect
+        self._process = PerProcess(
+            lambda: SimpleNamespace(
+                local=threading.local(), open=weakref.WeakSet(), lock=threading.Lock()
+            )
+        )
+        _ALL.add(self)
+
+    @property
+    def local(self) -> threading.local:
+        """This thread's state (its connection, and what its user keeps beside it)."""
+        return self._process.get().local
+
+    def get(self, check: bool = False) -> sqlite_utils.Database:
+        """This thread's connection; with `check`, a new one if the file was replaced."""
+        local = self.local
+        db = getattr(local, "db", None)
+        if db is None or (check and local.file != identity(self.path)):
+            self.drop()
+            db = self.connect()
+            local.db, local.file, local.closing = db, identity(self.path), Closing(db)
+            state = self._process.get()
+            with state.lock:
+                state.open.add(db)
+        return db
+
+    def drop(self) -> None:
+        """Close this thread's connection and forget its state (it reopens on next use)."""
+        state = vars(self.local)
+        db = state.get("db")
+        state.clear()
+        if db is not None:
+            db.close()
 
     def close(self) -> None:
-        with self.lock:
-            idle, self.idle = self.idle, []
-        for conn, _ in idle:
-            conn.close()
+        """Close every connection this process opened here."""
+        state = self._process.forget()
+        if state is not None:
+            with state.lock:
+                opened = list(state.open)
+            for db in opened:
+                db.close()
+
+
+# The forking thread closes its idle connections first: the child could never close them
+# safely (SQLite forbids using or closing a connection across fork()), and the parent reopens.
+_ALL: weakref.WeakSet[Connections] = weakref.WeakSet()
+
+
+def _before_fork() -> None:
+    for connections in list(_ALL):
+        state = connections._process.made.get(os.getpid())
+        if state is not None and not getattr(state.local, "busy", False):
+            connections.drop()
+
+
+os.register_at_fork(before=_before_fork)
 
 
 class SQLiteStore(Store):
-    """The store in one SQLite file. A thread keeps a connection until release() (the end of
-    a request) gives it to a small pool of idle ones; writers wait for BEGIN IMMEDIATE."""
+    """The store in one SQLite file: a connection per thread (checked against the file at the
+    first use after release()); writers wait for BEGIN IMMEDIATE."""
 
     DIALECT = {
         "identity": "INTEGER PRIMARY KEY AUTOINCREMENT",  # AUTOINCREMENT: ids are never reused
@@ -86,15 +126,12 @@ class SQLiteStore(Store):
     }
     DRIVER_ERROR = sqlite3.Error
     UNAVAILABLE = "unreadable"
-    POOL_SIZE = 16  # idle connections kept for the next requests; more are closed
     WRITE, READ = "BEGIN IMMEDIATE", "BEGIN"  # a snapshot: a deferred transaction, under WAL
 
     def __init__(self, path: str, *, busy_timeout: float = 5.0):
         self.path = str(path)
         self.busy_timeout = busy_timeout
-        self._local = threading.local()
-        self._pool = Pool(self.path, self._connect, self.POOL_SIZE)
-        self._open: weakref.WeakSet[sqlite_utils.Database] = weakref.WeakSet()  # in use or idle
+        self._connections = Connections(self.path, self._connect)
 
     @staticmethod
     def translate(error: sqlite3.Error) -> ServiceError:
@@ -106,23 +143,15 @@ class SQLiteStore(Store):
         return f"{column} IN (SELECT value FROM json_each(?))", json.dumps(ids)
 
     def _db(self) -> sqlite_utils.Database:
-        """This thread's connection, reopened if the file was deleted or replaced (a restore):
-        writing on into an unlinked file would lose every write at the next restart."""
-        local = self._local
-        held = getattr(local, "held", None)
-        if getattr(local, "busy", False):
-            return held[0]
-        file_id = self._pool.file_id()
-        if file_id is None:
-            raise Unavailable("The database file is missing.")
-        if held is not None and held[1] != file_id:
-            held[0].close()
-            local.held = held = None
-        if held is None:
-            held = local.held = self._pool.take()
-            with self._pool.lock:
-                self._open.add(held[0])
-        return held[0]
+        """This thread's connection. Its first use after release() checks the file: one that
+        was deleted is Unavailable (mode=rw), one replaced (a restore) gets a new connection."""
+        local = self._connections.local
+        if getattr(local, "checked", False):
+            return local.db
+        with self._translated():
+            db = self._connections.get(check=True)
+        local.checked = True
+        return db
 
     def _connection(self):
         return nullcontext(self._db().conn)
@@ -133,16 +162,16 @@ class SQLiteStore(Store):
             return conn.execute(sql, params).lastrowid
 
     def release(self) -> None:
-        """Give this thread's connection back to the pool (outside a transaction only)."""
-        held = getattr(self._local, "held", None)
-        if held is not None and not getattr(self._local, "busy", False):
-            self._local.held = None
-            self._pool.give(*held)
+        """This thread is done for now (a request ended): its next use checks the file."""
+        local = self._connections.local
+        if not getattr(local, "busy", False):
+            local.checked = False
 
     def open_connections(self) -> int:
-        """How many connections this store holds open (in use or idle)."""
-        with self._pool.lock:
-            return len(self._open)
+        """How many connections this process holds open to the file."""
+        state = self._connections._process.get()
+        with state.lock:
+            return len(state.open)
 
     def _connect(self) -> sqlite_utils.Database:
         # mode=rw: a database file that vanished is an error, not a new empty file
@@ -152,7 +181,7 @@ class SQLiteStore(Store):
             uri=True,
             timeout=self.busy_timeout,  # sets SQLite's busy timeout
             isolation_level=None,  # we issue BEGIN / COMMIT ourselves
-            check_same_thread=False,  # connections move between threads through the pool
+            check_same_thread=False,  # close() closes every thread's
         )
         conn.execute("PRAGMA foreign_keys = ON")
         # WAL + NORMAL survives a crash of the process; FULL also survives power loss
@@ -160,15 +189,17 @@ class SQLiteStore(Store):
         return sqlite_utils.Database(conn)
 
     def _writable(self) -> None:
-        if not getattr(self._local, "busy", False):  # a transaction checked when it began
-            self._db()  # a missing file says so
+        local = self._connections.local
+        if not getattr(local, "busy", False):  # a transaction checked when it began
+            local.checked = False
+            self._db()  # checks the file again: a missing one says so
             if not os.access(self.path, os.W_OK):
                 # open connections could still write through their descriptors: refuse
                 raise Unavailable(READ_ONLY)
 
     @contextmanager
     def _transaction(self, begin: str):
-        local = self._local
+        local = self._connections.local
         if getattr(local, "busy", False):  # nested: part of the outer one
             yield
             return
@@ -188,19 +219,15 @@ class SQLiteStore(Store):
             db.rollback()  # when the block or the COMMIT failed (else there is nothing to undo)
 
     def close(self) -> None:
-        """Close every connection this store opened."""
-        self._pool.close()
-        with self._pool.lock:
-            handles = list(self._open)
-        for db in handles:
-            db.close()
-        self._local = threading.local()
+        """Close every connection this store opened in this process."""
+        self._connections.close()
 
     def upgrade_schema(self) -> int:
         """Create or upgrade the schema (and the file, never its directory); the version."""
         # the owner's alone (it holds password and key hashes), as SQLite's -wal and -shm
         with suppress(FileExistsError):
             os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        self.release()  # the file may be new
         self._db().enable_wal()
         return super().upgrade_schema()
 
