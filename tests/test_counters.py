@@ -15,6 +15,7 @@ import flask
 import pytest
 from flask_limiter import Limiter
 from limits import parse
+from limits.errors import StorageError
 from limits.storage import MemoryStorage, storage_from_string
 from limits.strategies import STRATEGIES
 
@@ -390,3 +391,22 @@ def test_two_servers_sharing_a_counters_file_allow_exactly_the_limit(tmp_path, s
     refused = next(answer for answer in answers if answer.status_code == 429)
     assert refused.headers["Content-Type"] == "application/problem+json"
     assert refused.json()["status"] == 429 and int(refused.headers["Retry-After"]) >= 1
+
+
+def test_an_unusable_file_raises_instead_of_counting(tmp_path, sqlite_only):
+    """An error reaches the limiter as one (limits' StorageError when asked), never a count:
+    whether to refuse or count elsewhere is the app's decision, not the storage's."""
+    directory = tmp_path / "gone"
+    directory.mkdir()
+    storage = storage_from_string(f"sqlite://{directory}/c.db", wrap_exceptions=True)
+    OPENED.append(storage)
+    strategy = STRATEGIES["sliding-window-counter"](storage)
+    assert strategy.hit(parse("5/day"), "k")
+    for name in ("c.db", "c.db-wal", "c.db-shm", "c.db.lock"):
+        (directory / name).unlink(missing_ok=True)
+    directory.rmdir()
+    with pytest.raises(StorageError):
+        strategy.hit(parse("5/day"), "k")
+    with pytest.raises(StorageError):
+        storage.incr("k", 60)
+    assert not storage.check()

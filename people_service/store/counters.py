@@ -9,7 +9,8 @@ import stat
 import tempfile
 import threading
 import time
-from contextlib import suppress
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from math import floor
 from types import SimpleNamespace
 from urllib.parse import parse_qsl, urlencode, urlsplit
@@ -34,23 +35,11 @@ SCHEMA = """
 """
 
 # Add `amount` to a live counter, or start it afresh (a counter past its expiry counts as 0).
-UPSERT = """ON CONFLICT (key) DO UPDATE SET
-        value = CASE WHEN expires_at > :now THEN value + :amount ELSE :amount END,
-        expires_at = CASE WHEN expires_at > :now THEN expires_at ELSE :expires END"""
-ADD = f"""
+ADD = """
     INSERT INTO counters (key, value, expires_at) VALUES (:key, :amount, :expires)
-    {UPSERT} RETURNING value
-"""
-
-# The sliding window's check-and-add as one (atomic) statement: no row back when over `limit`.
-PREVIOUS = "coalesce((SELECT value FROM counters WHERE key = :previous AND expires_at > :now), 0)"
-ACQUIRE = f"""
-    INSERT INTO counters (key, value, expires_at)
-    SELECT :key, :amount, :expires
-    WHERE CAST(:weight * {PREVIOUS} AS INTEGER) + :amount <= :limit
-    {UPSERT}
-    WHERE CAST(:weight * {PREVIOUS} + CASE WHEN expires_at > :now THEN value ELSE 0 END
-               AS INTEGER) + :amount <= :limit
+    ON CONFLICT (key) DO UPDATE SET
+        value = CASE WHEN expires_at > :now THEN value + :amount ELSE :amount END,
+        expires_at = CASE WHEN expires_at > :now THEN expires_at ELSE :expires END
     RETURNING value
 """
 
@@ -139,10 +128,10 @@ class SQLiteCounters(Storage, SlidingWindowCounterSupport):
             raise
         return db
 
-    def _write(self, sql: str, params, conn: sqlite3.Connection | None = None) -> list[tuple]:
-        """Run one statement as the one writer of this file, in autocommit; its rows."""
-        conn = conn or self._conn()
-        writer = self._writer.get()
+    @contextmanager
+    def _writing(self) -> Iterator[sqlite3.Connection]:
+        """This thread's connection, as the one writer of the file (statements autocommit)."""
+        conn, writer = self._conn(), self._writer.get()
         with writer.lock:
             if writer.fd is None:
                 writer.fd = create_private(self.path + ".lock")
@@ -154,10 +143,14 @@ class SQLiteCounters(Storage, SlidingWindowCounterSupport):
                         " (SELECT key FROM counters WHERE expires_at <= ? LIMIT ?)",
                         (time.time(), self.PURGE_BATCH),
                     )
-                # fetchall: the statement runs to its end, and commits, before the lock goes
-                return conn.execute(sql, params).fetchall()
+                yield conn
             finally:
                 fcntl.flock(writer.fd, fcntl.LOCK_UN)
+
+    def _write(self, sql: str, params) -> list[tuple]:
+        with self._writing() as conn:
+            # fetchall: the statement runs to its end, and commits, before the lock goes
+            return conn.execute(sql, params).fetchall()
 
     def close(self) -> None:
         """Close this process's connections and lock file (for tests and orderly shutdowns)."""
@@ -217,30 +210,26 @@ class SQLiteCounters(Storage, SlidingWindowCounterSupport):
         current_ttl = (1 - ((now / expiry) % 1)) * expiry + expiry
         return previous, previous_ttl, current, current_ttl
 
+    def _weighted(self, conn, key: str, expiry: int, now: float) -> int:
+        previous, previous_ttl, current, _ = self._windows(conn, key, expiry, now)
+        return floor(previous * previous_ttl / expiry + current)
+
     def acquire_sliding_window_entry(
         self, key: str, limit: int, expiry: int, amount: int = 1
     ) -> bool:
         """Add the hit if the weighted count of both windows stays within `limit`."""
-        if amount > limit:
-            return False
-        now, conn = time.time(), self._conn()
-        previous, previous_ttl, current, _ = self._windows(conn, key, expiry, now)
-        if floor(previous * previous_ttl / expiry + current) + amount > limit:
-            return False  # refused on the read alone
+        now = time.time()
+        if amount > limit or self._weighted(self._conn(), key, expiry, now) + amount > limit:
+            return False  # refused on a read alone, without waiting for the writer's lock
         if amount <= 0:
             return True  # nothing to add
-        previous_key, current_key = self._window_keys(key, expiry, now)
-        params = {
-            "key": current_key,
-            "previous": previous_key,
-            "amount": amount,
-            "limit": limit,
-            "now": now,
+        with self._writing() as conn:  # read again as the one writer: no one adds meanwhile
+            if self._weighted(conn, key, expiry, now) + amount > limit:
+                return False
             # the current window's counter lives two windows: it is the next one's previous
-            "expires": now + 2 * expiry,
-            "weight": 1 - (((now - expiry) / expiry) % 1),  # the previous window's share
-        }
-        return self._write(ACQUIRE, params, conn) != []
+            params = {"amount": amount, "now": now, "expires": now + 2 * expiry}
+            conn.execute(ADD, {**params, "key": self._window_keys(key, expiry, now)[1]}).fetchall()
+        return True
 
     def get_sliding_window(self, key: str, expiry: int) -> tuple[int, float, int, float]:
         return self._windows(self._conn(), key, expiry, time.time())
