@@ -227,8 +227,8 @@ class SQLiteStore(Store):
         # the owner's alone (it holds password and key hashes), as SQLite's -wal and -shm
         with suppress(FileExistsError):
             os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-        self.release()  # the file may be new
-        self._db().enable_wal()
+        self.release()  # the file may be new; the driver's own error names what is wrong
+        self._connections.get(check=True).enable_wal()
         return super().upgrade_schema()
 
     def _schema_version(self) -> int:
