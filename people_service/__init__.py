@@ -34,8 +34,17 @@ def create_app(config: dict | None = None) -> "Flask":
 
     from .graphql import view as graphql
     from .rest import openapi, ops, people
-    from .web import Services, end_request, finish_request, metrics, pages, problems
-    from .web import ratelimit, start_request, wsgi_middleware
+    from .web import (
+        Services,
+        end_request,
+        finish_request,
+        metrics,
+        pages,
+        problems,
+        ratelimit,
+        start_request,
+        wsgi_middleware,
+    )
 
     options = settings.load(config)
     logging.getLogger("people_service").setLevel(str(options["LOG_LEVEL"]).upper())
@@ -46,7 +55,9 @@ def create_app(config: dict | None = None) -> "Flask":
     try:
         store = open_store(options["DATABASE"])  # it connects on first use, in that process
     except RuntimeError as exc:  # PostgreSQL's driver is not installed
-        raise ConfigError(f"cannot open database {redacted(options['DATABASE'])!r}: {exc}") from None
+        raise ConfigError(
+            f"cannot open database {redacted(options['DATABASE'])!r}: {exc}"
+        ) from None
     services = app.extensions["people_service"] = Services(options, store)
     app.url_map.converters["id"] = openapi.IdConverter
     # /person//2 is an unknown path (404), not a 308 to a URL built from the Host header

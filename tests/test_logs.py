@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import logging
 import logging.handlers
-import queue
 import sys
 import time
 

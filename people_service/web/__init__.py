@@ -127,9 +127,12 @@ def wsgi_middleware(app, config):
             # gunicorn passes chunked bodies on unread: tiny chunks would cost far more than
             # their size, so such a body is never read (waitress and proxies set the length)
             environ["people_service.unframed"], environ["wsgi.input"] = True, BytesIO()
+
         def respond(status, headers, exc_info=None):
             # flask-limiter rounds the seconds left down: "Retry-After: 0" invites a retry at once
-            headers = [(k, "1") if k == "Retry-After" and v in ("0", "-0") else (k, v) for k, v in headers]
+            headers = [
+                (k, "1") if k == "Retry-After" and v in ("0", "-0") else (k, v) for k, v in headers
+            ]
             return start_response(status, headers, exc_info)
 
         if networks and _trusted(environ.get("REMOTE_ADDR"), networks):

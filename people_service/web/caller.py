@@ -25,7 +25,9 @@ def _resolve() -> Caller | None:
         caller = credentials.caller_from_key(ext.store, key.strip())
         if caller is None:
             hint = " Tokens go in 'Authorization: Bearer'." if key.count(".") == 2 else ""
-            raise with_headers(Unauthorized(f"The API key is unknown or revoked.{hint}"), challenge())
+            raise with_headers(
+                Unauthorized(f"The API key is unknown or revoked.{hint}"), challenge()
+            )
         return caller
     header = headers.get("Authorization")
     if header is None:

@@ -68,6 +68,8 @@ def operation_label(name: str | None, storage) -> str:
         return "other"
     known = _names.get(name)
     if known is None:
+        if sum(_names.values()) >= MAX_OPERATION_NAMES:
+            return "other"  # this process's series are full, whatever the others hold
         try:  # a slot of the shared count: at most MAX_OPERATION_NAMES names ever get one
             known = storage.incr(NAMES_KEY, NAMES_EXPIRY) <= MAX_OPERATION_NAMES
         except Exception:

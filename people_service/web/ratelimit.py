@@ -51,7 +51,7 @@ def _windows(limit: str) -> int:
 
 def _caller_limit(several: bool):
     """The caller's limit if it has several windows (`several`) or one; else none."""
-    return lambda: (limit if (_windows(limit := caller_limit(peek_caller())) > 1) == several else "")
+    return lambda: limit if (_windows(limit := caller_limit(peek_caller())) > 1) == several else ""
 
 
 def caller_key() -> str:  # never empty: an empty key would be unlimited
