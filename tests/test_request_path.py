@@ -275,3 +275,15 @@ def test_secret_from_config_signs_tokens(tmp_path):
         assert service  # the service module is importable beside the web layer
     finally:
         close_app(app)
+
+
+def test_share_metrics_keeps_the_live_files_of_another_instance(tmp_path, monkeypatch):
+    from people_service import server
+
+    live = tmp_path / f"counter_{os.getpid()}.db"
+    dead = tmp_path / "counter_4194303.db"  # above any pid_max: no such process
+    live.write_bytes(b"")
+    dead.write_bytes(b"")
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))
+    server.share_metrics()
+    assert live.exists() and not dead.exists()
