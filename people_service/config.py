@@ -1,5 +1,6 @@
 """Settings: defaults, then PEOPLE_SERVICE_* environment variables, then explicit overrides."""
 
+import ipaddress
 import os
 import re
 
@@ -40,7 +41,8 @@ DEFAULTS: dict[str, object] = {
     "MAX_BODY_BYTES": 1 << 20,
     # level of the people_service loggers (the access log is INFO)
     "LOG_LEVEL": "INFO",
-    # address of a reverse proxy whose X-Forwarded-For is believed; unset: none is
+    # reverse proxies whose X-Forwarded-For is believed: addresses or CIDR networks, comma
+    # separated (10.0.0.0/8); unset: none is
     "TRUSTED_PROXY": "",
     # seconds between flushes of the per-key usage counters to the database
     "USAGE_FLUSH_SECONDS": 5,
@@ -128,6 +130,7 @@ def check(config: dict) -> None:
             f"https://cdn.jsdelivr.net/npm, not {config['EXPLORER_CDN']!r}"
         )
     cors_origins(config["CORS_ORIGINS"])
+    trusted_proxies(config["TRUSTED_PROXY"])
     if not HASH_METHOD.fullmatch(str(config["PASSWORD_HASH_METHOD"])):
         raise ConfigError(
             f"{PREFIX}PASSWORD_HASH_METHOD must look like pbkdf2:sha256:600000 or "
@@ -148,6 +151,18 @@ def cors_origins(value) -> list[str]:
                 f"https://app.example.org, not {origin!r}"
             )
     return [origin.rstrip("/").lower() for origin in origins]
+
+
+def trusted_proxies(value) -> list:
+    """TRUSTED_PROXY as networks (an address is a network of one address)."""
+    try:
+        parts = [part.strip() for part in str(value or "").split(",") if part.strip()]
+        return [ipaddress.ip_network(part, strict=False) for part in parts]
+    except ValueError:
+        raise ConfigError(
+            f"{PREFIX}TRUSTED_PROXY must be addresses or networks such as 10.0.0.0/8, comma "
+            f"separated, not {value!r}"
+        ) from None
 
 
 def limit_problem(value) -> str | None:

@@ -1,7 +1,8 @@
-"""Logging: one line per record whatever a client sent, to stderr through a bounded queue."""
+"""Logging: one line per record whatever a client sent, written to stderr off the request thread."""
 
 import atexit
-import contextlib
+import collections
+import contextvars
 import logging
 import logging.handlers
 import os
@@ -9,13 +10,17 @@ import queue
 import re
 import string
 import threading
+import time
 from urllib.parse import quote
+
+ACCESS = "people_service.access"
+QUEUE_SIZE = 10_000  # records waiting for stderr; beyond, they are dropped and counted
+POLL = 0.05  # seconds the writer sleeps when nothing waits: no wake-up per line
+# The request id of the running request (set by the web layer's first hook), on every record
+request_id: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
 
 # Control characters, line separators and bidirectional controls: they could end or disguise a line
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
-QUEUE_SIZE = 10_000
-ACCESS = "people_service.access"
-
 # A logged URL keeps printable ASCII but the space (and "?" of the path): it stays one field
 _URL_SAFE = "".join(char for char in string.punctuation if char not in "%?")
 MAX_URL = 2000
@@ -82,26 +87,45 @@ class OneLineFormatter(logging.Formatter):
         return text
 
 
-class DroppingQueueHandler(logging.handlers.QueueHandler):
-    """Drops records while the queue is full (stderr stalled), and says how many later."""
+class Batches:
+    """The queue between QueueHandler and QueueListener: putting never wakes the writer (it
+    looks every POLL seconds and then writes all that waits); when full, records are dropped
+    and counted, and the writer says how many."""
 
-    dropped = 0
+    def __init__(self, size: int = QUEUE_SIZE):
+        self.items: collections.deque = collections.deque()  # append and popleft are atomic
+        self.size = size
+        self.dropped = 0
 
-    def enqueue(self, record: logging.LogRecord) -> None:
-        try:
-            if self.dropped:
-                msg = f"{self.dropped} log lines were dropped: stderr did not keep up"
-                warning = logging.LogRecord(
-                    "people_service", logging.WARNING, "", 0, msg, None, None
-                )
-                self.queue.put_nowait(self.prepare(warning))
-                self.dropped = 0
-            self.queue.put_nowait(record)
-        except queue.Full:
+    def put_nowait(self, record) -> None:
+        if record is not None and len(self.items) >= self.size:  # None: the listener's stop
             self.dropped += 1
+        else:
+            self.items.append(record)
+
+    def get(self, block: bool = True):
+        while True:
+            try:
+                return self.items.popleft()
+            except IndexError:
+                if self.dropped:  # said once what waited is written: in the order it happened
+                    count, self.dropped = self.dropped, 0
+                    msg = f"{count} log lines were dropped: stderr did not keep up"
+                    return logging.LogRecord(
+                        "people_service", logging.WARNING, "", 0, msg, None, None
+                    )
+                if not block:
+                    raise queue.Empty from None
+                time.sleep(POLL)
 
 
-_handler: DroppingQueueHandler | None = None
+def stamp_request_id(record: logging.LogRecord) -> bool:
+    """A log filter: the request id on every record, so an error line leads to its access line."""
+    record.request_id = request_id.get()
+    return True
+
+
+_handler: logging.handlers.QueueHandler | None = None
 _listener: logging.handlers.QueueListener | None = None
 _lock = threading.Lock()
 
@@ -118,19 +142,18 @@ def take_over() -> None:
         return
     with _lock:
         package = logging.getLogger("people_service")
-        if package.handlers:
+        if _handler is not None or package.handlers:
             return
-        from .web.lifecycle import stamp_request_id
-
-        _handler = DroppingQueueHandler(queue.Queue(QUEUE_SIZE))
-        _handler.setFormatter(OneLineFormatter())
-        _handler.addFilter(stamp_request_id)
+        handler = logging.handlers.QueueHandler(Batches())
+        handler.setFormatter(OneLineFormatter())
+        handler.addFilter(stamp_request_id)
         output = logging.StreamHandler()  # sys.stderr
+        _handler = handler
         _start(output)
         atexit.register(_stop)
-        # a forked worker (gunicorn) has no listener thread: it starts its own
+        # a forked worker (gunicorn) has no writer thread, and must not write the parent's lines
         os.register_at_fork(after_in_child=lambda: _start(output))
-        package.addHandler(_handler)
+        package.addHandler(handler)
         package.propagate = False
         if package.level == logging.NOTSET:
             package.setLevel(logging.INFO)
@@ -138,11 +161,10 @@ def take_over() -> None:
 
 def _start(output: logging.Handler) -> None:
     global _listener
-    _handler.queue = queue.Queue(QUEUE_SIZE)  # a fresh one: a fork copies locks as they were
+    _handler.queue = Batches()
     _listener = logging.handlers.QueueListener(_handler.queue, output)
     _listener.start()
 
 
-def _stop() -> None:  # what is queued is written, unless stderr is stalled
-    with contextlib.suppress(queue.Full):
-        _listener.stop()
+def _stop() -> None:  # what is queued is written
+    _listener.stop()

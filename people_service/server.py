@@ -208,9 +208,11 @@ def _take_stop_signals(ended: threading.Event) -> None:
 def share_metrics() -> None:
     """Let /metrics add up every worker: PROMETHEUS_MULTIPROC_DIR emptied, or a fresh one."""
     directory = os.environ.get(METRICS_DIR)
-    if directory:
-        for stale in glob.glob(os.path.join(directory, "*.db")):
-            os.remove(stale)
+    if directory:  # shared, perhaps, with another instance: only dead processes' files go
+        for stale in glob.glob(os.path.join(directory, "*_*.db")):
+            pid = stale.rsplit("_", 1)[1].removesuffix(".db")
+            if pid.isdigit() and not _alive(int(pid)):
+                os.remove(stale)
         return
     directory = os.environ[METRICS_DIR] = tempfile.mkdtemp(prefix="people-service-metrics-")
     owner = os.getpid()  # forked workers inherit this atexit hook: only the parent removes
@@ -219,6 +221,16 @@ def share_metrics() -> None:
     def remove() -> None:
         if os.getpid() == owner:
             shutil.rmtree(directory, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def serve_workers(overrides: dict, sockets: list[socket.socket], **options) -> int:

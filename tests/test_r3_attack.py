@@ -48,8 +48,8 @@ def test_password_checks_run_one_at_a_time_so_a_login_flood_cannot_take_every_co
     for answer in answers:
         assert answer.status_code in (401, 503)
         assert answer.content_type == "application/problem+json"
-        if answer.status_code == 503:
-            assert answer.headers["Retry-After"] == "1"
+        if answer.status_code == 503:  # its own 1, never lowered (flask-limiter may raise it)
+            assert int(answer.headers["Retry-After"]) >= 1
 
 
 def test_a_login_that_waits_too_long_for_its_turn_is_503_with_retry_after(tmp_path):
@@ -63,7 +63,7 @@ def test_a_login_that_waits_too_long_for_its_turn_is_503_with_retry_after(tmp_pa
     finally:
         tokens.CHECKS.release()
     assert answer.status_code == 503
-    assert answer.headers["Retry-After"] == "1"
+    assert int(answer.headers["Retry-After"]) >= 1  # its own, never lowered
     assert answer.json["detail"] == "Other logins are being checked; retry in a second."
 
 
@@ -97,9 +97,9 @@ def test_a_document_that_fails_validation_pays_its_estimate(tmp_path):
     assert 100000 - int(answer.headers["X-RateLimit-Remaining"]) >= 100
 
 
-def test_queries_measured_and_then_refused_count_in_the_refused_window(tmp_path):
-    """A caller kept just short of a query's cost is refused after the query was measured; the
-    measuring counts, so it cannot be repeated without end at no charge."""
+def test_queries_refused_by_the_limit_say_their_cost_and_are_not_charged(tmp_path):
+    """A caller kept just short of a query's cost is refused each time, charged nothing (SPEC
+    11a: no separate window of refused queries), and told what the query costs."""
     from .conftest import new_key
 
     app = make_app(tmp_path, ANONYMOUS_RATE_LIMIT="3/minute")
@@ -110,9 +110,9 @@ def test_queries_measured_and_then_refused_count_in_the_refused_window(tmp_path)
     query = {"query": "{ people(limit: 10) { id } }"}  # costs 10: within 20, over the 5 left
     answers = [client.post("/graphql", json=query, headers=key) for _ in range(4)]
     assert [answer.status_code for answer in answers] == [429] * 4
+    assert all(answer.headers["X-RateLimit-Remaining"] == "5" for answer in answers)
     messages = [answer.json["errors"][0]["message"] for answer in answers]
-    assert all(message.startswith("This query costs 10") for message in messages[:3])
-    assert messages[3].startswith("Too many queries refused")  # refused before it is read
+    assert all(message.startswith("This query costs 10") for message in messages)
 
 
 def test_a_counters_file_another_user_made_stops_start_up(tmp_path, sqlite_only):

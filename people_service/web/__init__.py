@@ -1,30 +1,103 @@
-"""The HTTP layer: request plumbing, callers, rate limits and the services one app holds."""
+"""The HTTP layer: what one app holds, ready once per process, and what every request passes.
 
-from dataclasses import dataclass, field
+A request, top to bottom: `_wsgi` (method override, trusted proxy, unread chunked bodies),
+`start_request` (request id, framing, the caller authenticated once, CORS preflight),
+flask-limiter's own check (web/ratelimit.py), the view, `finish_request` (headers, one access
+line, metrics), `end_request` (the store's connection back to its pool).
+"""
 
-from flask import current_app
+import atexit
+import ipaddress
+import logging
+import os
+import re
+import threading
+import time
+import uuid
+import weakref
+from io import BytesIO
 
-from ..credentials import UsageTracker
-from ..store import Store
+from flask import current_app, g, request
+from werkzeug.exceptions import LengthRequired, NotFound, RequestEntityTooLarge
+from werkzeug.middleware.proxy_fix import ProxyFix
+from werkzeug.routing import RequestRedirect
+
+from .. import logs
+from ..config import ConfigError, trusted_proxies
+from ..credentials import UsageTracker, load_secret
+from ..errors import BadRequest
+from ..store import Store, redacted
+
+access_log = logging.getLogger(logs.ACCESS)
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:/+=@-]{1,128}$")
+OVERRIDABLE = frozenset({"PUT", "PATCH", "DELETE"})
+_locks: dict[int, threading.Lock] = {}  # one per process: no lock is used across a fork
+_prepared: weakref.WeakSet = weakref.WeakSet()  # apps whose usage counts are written at exit
 
 
-@dataclass(eq=False)  # compared and hashed by identity: one per app
 class Services:
-    """What the views of one app share, built once by create_app."""
+    """What the views of one app share. Built by create_app without opening anything: each
+    process migrates the schema, reads the secret and starts counting usage on first use."""
 
-    store: Store
-    usage: UsageTracker
-    token_secret: str  # signs and checks login tokens
-    unlimited: set[str] = field(default_factory=set)  # endpoints never rate limited
-    limiter: object | None = None  # flask-limiter's, set once the blueprints are registered
-    explorer: str | None = None  # the explorer page, rendered once, on first use
-    openapi: dict | None = None  # the OpenAPI document, built once, on first use
-    introspection: dict = field(default_factory=dict)  # kept introspection answers
+    def __init__(self, config: dict, store: Store):
+        self.config, self._store = config, store  # the store opens connections per process
+        self.limiter = None  # flask-limiter's Limiter
+        self.unlimited = UNCHARGED  # endpoints never rate limited
+        self.explorer: str | None = None  # the explorer page, rendered once, on first use
+        self.openapi: dict | None = None  # the OpenAPI document, built once, on first use
+        self.introspection: dict = {}  # kept introspection answers
+        self._here: tuple | None = None  # (process id, usage tracker, token secret)
+        self.take_logs = not logs.operator_configured()  # else the operator's handlers write
+
+    def _process(self) -> tuple:
+        here = self._here
+        if here is None or here[0] != os.getpid():
+            pid = os.getpid()
+            with _locks.setdefault(pid, threading.Lock()):
+                if self._here is None or self._here[0] != pid:
+                    self._here = (pid, *self._prepare())
+                    _prepared.add(self)
+            here = self._here
+        return here
+
+    def _prepare(self) -> tuple:
+        database = self.config["DATABASE"]
+        try:
+            self._store.upgrade_schema()
+        except Exception as exc:  # any failure here is a configuration problem for the operator
+            raise ConfigError(f"cannot open database {redacted(database)!r}: {exc}") from None
+        try:
+            secret = load_secret(self.config, self._store)
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"cannot read or create the secret key: {exc}") from None
+        return UsageTracker(self._store, self.config["USAGE_FLUSH_SECONDS"]), secret
+
+    @property
+    def store(self) -> Store:
+        """The store, its schema migrated by this process (raises ConfigError)."""
+        self._process()
+        return self._store
+
+    @property
+    def usage(self) -> UsageTracker:
+        return self._process()[1]
+
+    @property
+    def token_secret(self) -> str:  # signs and checks login tokens
+        return self._process()[2]
 
     def close(self) -> None:
-        """Write pending usage counts and close the store's connections (idempotent)."""
-        self.usage.stop()
-        self.store.close()
+        """Write this process's pending usage counts; close its connections (idempotent)."""
+        here = self._here
+        if here is not None and here[0] == os.getpid():
+            here[1].stop()
+        self._store.close()
+
+
+@atexit.register
+def _close_all() -> None:
+    for ext in list(_prepared):
+        ext.close()
 
 
 def services(app=None) -> Services:
@@ -34,3 +107,112 @@ def services(app=None) -> Services:
 
 def get_store() -> Store:
     return services().store
+
+
+def wsgi_middleware(app, config):
+    """POST with X-HTTP-Method-Override: PUT|PATCH|DELETE becomes that method; X-Forwarded-For
+    counts from TRUSTED_PROXY only; a body without Content-Length is not read (411)."""
+    networks = trusted_proxies(config["TRUSTED_PROXY"])
+    proxied = ProxyFix(app, x_for=1, x_proto=1)
+
+    def middleware(environ, start_response):
+        override = environ.get("HTTP_X_HTTP_METHOD_OVERRIDE")
+        if override is not None and environ.get("REQUEST_METHOD") == "POST":
+            method = override.strip().upper()
+            if method in OVERRIDABLE:
+                environ["REQUEST_METHOD"] = method
+            else:
+                environ["people_service.bad_override"] = override[:40]
+        if "HTTP_TRANSFER_ENCODING" in environ and not environ.get("CONTENT_LENGTH"):
+            # gunicorn passes chunked bodies on unread: tiny chunks would cost far more than
+            # their size, so such a body is never read (waitress and proxies set the length)
+            environ["people_service.unframed"], environ["wsgi.input"] = True, BytesIO()
+
+        def respond(status, headers, exc_info=None):
+            # flask-limiter rounds the seconds left down: "Retry-After: 0" invites a retry at once
+            headers = [
+                (k, "1") if k == "Retry-After" and v in ("0", "-0") else (k, v) for k, v in headers
+            ]
+            return start_response(status, headers, exc_info)
+
+        if networks and _trusted(environ.get("REMOTE_ADDR"), networks):
+            return proxied(environ, respond)
+        return app(environ, respond)
+
+    return middleware
+
+
+def _trusted(address: str | None, networks: list) -> bool:
+    try:
+        ip = ipaddress.ip_address(address or "")
+    except ValueError:
+        return False
+    return any(ip in network for network in networks)
+
+
+def start_request():
+    """The first hook: request id, logging, framing, the caller (authenticated once)."""
+    from .caller import peek_caller
+
+    state, req = g._get_current_object(), request._get_current_object()
+    state.started = time.perf_counter()
+    given = req.headers.get("X-Request-ID")
+    state.request_id = given if given and _REQUEST_ID.fullmatch(given) else uuid.uuid4().hex
+    logs.request_id.set(state.request_id)
+    if services().take_logs:  # a WSGI server may set up logging after loading the app
+        logs.take_over()
+    environ = req.environ
+    if "people_service.unframed" in environ:
+        raise LengthRequired("Send the body with a Content-Length (chunked bodies are not read).")
+    if req.max_content_length is not None and (req.content_length or 0) > req.max_content_length:
+        raise RequestEntityTooLarge()  # whether or not the view reads the body
+    if isinstance(req.routing_exception, RequestRedirect):
+        raise NotFound()  # a slash redirect would be built from the Host header
+    bad = environ.get("people_service.bad_override")
+    if bad is not None:
+        raise BadRequest(f"X-HTTP-Method-Override must be PUT, PATCH or DELETE, not '{bad}'.")
+    if req.endpoint is not None and req.endpoint not in UNCHARGED:
+        caller = peek_caller()
+        if caller is not None:
+            services().usage.hit(caller)  # once per request, before /me reads it
+
+
+# Endpoints that need neither a caller nor a rate limit (flask-limiter exempts them too)
+UNCHARGED = frozenset({"ops.health", "assets.asset", "assets.favicon"})
+
+
+def finish_request(response):
+    """The last hook: request id and security headers, the access line, metrics."""
+    from . import metrics, pages
+
+    state, req, headers = g._get_current_object(), request._get_current_object(), response.headers
+    request_id = state.get("request_id") or uuid.uuid4().hex
+    status = response.status_code
+    if status in (204, 304):  # no body: werkzeug's default type does not apply
+        headers.pop("Content-Type", None)
+    elif status == 200 and req.method == "OPTIONS" and not response.content_length:
+        response.status_code = status = 204  # Flask's automatic OPTIONS answer, with Allow
+        headers.pop("Content-Type", None)
+    headers["X-Request-ID"] = request_id
+    headers["X-Content-Type-Options"] = "nosniff"
+    if headers.get("Content-Type", "").startswith("text/html"):
+        pages.secure(response)  # the pages: a Content-Security-Policy, no framing
+    caller = state.get("caller")
+    if caller is not None and "Cache-Control" not in headers:
+        headers["Cache-Control"] = "private, no-cache"  # one caller's data: revalidate (ETag)
+    elapsed = time.perf_counter() - state.get("started", time.perf_counter())
+    if access_log.isEnabledFor(logging.INFO):
+        access_log.info(
+            f"{time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime())} {request_id} "
+            f"{caller.name if caller else '-'} {logs.logged_url(req.method)} "
+            f"{logs.logged_url(req.path, req.query_string)} {status} {elapsed * 1000:.1f}ms"
+        )
+    if current_app.config["METRICS"]:
+        metrics.record(req, status, elapsed, state.get("graphql_operation"))
+    return response
+
+
+def end_request(error=None) -> None:
+    """The teardown: the request's database connection goes back to the store's pool."""
+    services().store.release()
+    logs.request_id.set("-")

@@ -28,30 +28,30 @@ def _resolve() -> Caller | None:
             raise with_headers(
                 Unauthorized(f"The API key is unknown or revoked.{hint}"), challenge()
             )
-    else:
-        header = headers.get("Authorization")
-        if header is None:
-            return None
-        scheme, _, token = header.strip().partition(" ")
-        token = token.strip()
-        if scheme.lower() != "bearer" or not token or " " in token:
-            raise with_headers(
-                Unauthorized("Send 'Authorization: Bearer <token>' or 'X-API-Key: <key>'."),
-                challenge("invalid_request"),
-            )
-        caller = credentials.caller_from_token(ext.store, token, ext.token_secret)
-        if caller is None:
-            hint = " API keys go in X-API-Key." if token.startswith(credentials.KEY_PREFIX) else ""
-            raise with_headers(
-                Unauthorized(f"The token is invalid or expired.{hint}"), challenge("invalid_token")
-            )
-    ext.usage.hit(caller)
+        return caller
+    header = headers.get("Authorization")
+    if header is None:
+        return None
+    scheme, _, token = header.strip().partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token or " " in token:
+        raise with_headers(
+            Unauthorized("Send 'Authorization: Bearer <token>' or 'X-API-Key: <key>'."),
+            challenge("invalid_request"),
+        )
+    caller = credentials.caller_from_token(ext.store, token, ext.token_secret)
+    if caller is None:
+        hint = " API keys go in X-API-Key." if token.startswith(credentials.KEY_PREFIX) else ""
+        raise with_headers(
+            Unauthorized(f"The token is invalid or expired.{hint}"), challenge("invalid_token")
+        )
     return caller
 
 
 def current_caller() -> Caller | None:
-    """The caller (resolved once), None without credentials; Unauthorized for wrong ones."""
-    state = g._get_current_object()  # one proxy lookup: this runs several times per request
+    """The caller (resolved once per request), None without credentials; Unauthorized for
+    wrong ones."""
+    state = g._get_current_object()
     try:
         caller = state.caller
     except AttributeError:
@@ -96,8 +96,7 @@ def required(view):
 
     @functools.wraps(view)
     def wrapper(*args, **kwargs):
-        caller = authenticate()
-        check_scope(caller, "read" if request.method in ("GET", "HEAD") else "write")
+        check_scope(authenticate(), "read" if request.method in ("GET", "HEAD") else "write")
         return view(*args, **kwargs)
 
     wrapper.requires_auth = True

@@ -29,9 +29,12 @@ def _number(text: str) -> float | Decimal:
 def json_body(types=("application/json",)):
     """The request's JSON body: 415 for another media type, 400 when it does not parse."""
     if request.mimetype not in types:
-        raise UnsupportedMediaType(
-            f"The body must be {' or '.join(types)}, not '{request.mimetype or 'nothing'}'."
+        sent = (
+            f"not '{request.mimetype}'"
+            if request.mimetype
+            else "and the request has no Content-Type"
         )
+        raise UnsupportedMediaType(f"The body must be {' or '.join(types)}, {sent}.")
     if request.mimetype_params.get("charset", "utf-8").lower() not in ("utf-8", "utf8"):
         raise UnsupportedMediaType("JSON bodies must be UTF-8.")
     raw = request.get_data(cache=True)

@@ -2,10 +2,8 @@
 
 import os
 import re
-import threading
-import time
 
-from flask import Blueprint, Response, g, request
+from flask import Blueprint, Response
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     REGISTRY,
@@ -16,15 +14,16 @@ from prometheus_client import (
     multiprocess,
 )
 
+from . import services
 from .caller import authenticate, check_scope
 
-# prometheus-client's switch: every process writes its samples there and a scrape adds them up
-MULTIPROCESS_DIR = "PROMETHEUS_MULTIPROC_DIR"
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
-# Distinct client operation names with a series of their own, so the scrape stays bounded
+# Client operation names with a series of their own, counted in the rate limit's storage so
+# that the cap holds across processes (and instances sharing it); the rest are "other"
 MAX_OPERATION_NAMES = 100
+NAMES_KEY, NAMES_EXPIRY = "operation-names", 10 * 365 * 86400
 _NAME = re.compile(r"[_A-Za-z][_0-9A-Za-z]{0,63}")
-STORE_ERROR_STATUSES = frozenset({503, 507})  # Unavailable, StorageFull
+_names: dict[str, bool] = {}  # this process's decisions (a decision never changes)
 
 REQUESTS = Counter(
     "people_service_requests_total",
@@ -58,46 +57,44 @@ STORE_ERRORS = Counter(
     "Answers the store could not give (503 unavailable, 507 full), by status.",
     ["status"],
 )
-
-_names: set[str] = set()
-_names_lock = threading.Lock()
 bp = Blueprint("metrics", __name__)
 
 
-def operation_label(name: str | None) -> str:
+def operation_label(name: str | None, storage) -> str:
     """A bounded label for a client's operation name."""
     if not name:
         return "anonymous"
     if not _NAME.fullmatch(name):
         return "other"
-    if name in _names:
-        return name
-    with _names_lock:
-        if len(_names) >= MAX_OPERATION_NAMES:
-            return "other"
-        _names.add(name)
-    return name
+    known = _names.get(name)
+    if known is None:
+        if sum(_names.values()) >= MAX_OPERATION_NAMES:
+            return "other"  # this process's series are full, whatever the others hold
+        try:  # a slot of the shared count: at most MAX_OPERATION_NAMES names ever get one
+            known = storage.incr(NAMES_KEY, NAMES_EXPIRY) <= MAX_OPERATION_NAMES
+        except Exception:
+            return "other"  # asked again next time
+        if len(_names) < 10 * MAX_OPERATION_NAMES:
+            _names[name] = known
+    return name if known else "other"
 
 
-def _record(response: Response) -> Response:
+def record(request, status: int, elapsed: float, operation: tuple | None) -> None:
+    """Count one answered request (`operation`: GraphQL's name, type and cost, if one ran)."""
     rule = request.url_rule
     route = rule.rule if rule is not None else "unmatched"
     method = request.method if request.method in METHODS else "other"
-    status = response.status_code
     REQUESTS.labels(route, method, str(status)).inc()
-    started = g.get("started")  # set by the first hook (web/lifecycle.py)
-    if started is not None:
-        LATENCY.labels(route, method).observe(time.perf_counter() - started)
-    operation = g.get("graphql_operation")  # (name, type, cost), set once an operation ran
+    LATENCY.labels(route, method).observe(elapsed)
     if operation is not None:
         name, kind, cost = operation
-        OPERATIONS.labels(operation_label(name), kind).inc()
-        COST.labels(operation_label(name)).observe(cost)
+        label = operation_label(name, services().limiter.storage)
+        OPERATIONS.labels(label, kind).inc()
+        COST.labels(label).observe(cost)
     if status == 429:
         REFUSALS.labels(route).inc()
-    elif status in STORE_ERROR_STATUSES:
+    elif status in (503, 507):  # Unavailable, StorageFull
         STORE_ERRORS.labels(str(status)).inc()
-    return response
 
 
 @bp.get("/metrics")
@@ -105,13 +102,7 @@ def metrics():
     """The Prometheus text format, for callers with the scope 'admin'."""
     check_scope(authenticate(), "admin")
     registry = REGISTRY
-    if os.environ.get(MULTIPROCESS_DIR):
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):  # every process writes its samples there
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)
     return Response(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
-
-
-def init_app(app) -> None:
-    """Count every request once it is answered."""
-    app.after_request(_record)  # so it runs last of the after_request hooks
-    app.register_blueprint(bp)

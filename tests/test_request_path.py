@@ -1,0 +1,289 @@
+"""The request path of issue 29/30: a factory that opens nothing (fork-safe), one caller per
+request, flask-limiter's own limits, and the framing and proxy rules in front of them."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import requests
+from limits import parse
+
+from people_service import ConfigError, create_app, credentials, service
+from people_service.web import metrics, services
+
+from .conftest import GENEROUS, ROOT, SECRET, cli, close_app, database, make_app, new_key
+from .test_wsgi_servers import WSGIServer, gunicorn  # noqa: F401 (a fixture)
+
+PASSWORD = "correct horse battery staple"
+
+
+def test_create_app_opens_nothing_and_the_first_request_prepares(tmp_path, sqlite_only):
+    path = tmp_path / "people.db"
+    app = create_app({"DATABASE": str(path), "RATE_LIMIT_STORAGE": "memory://"})
+    try:
+        assert not path.exists() and not (tmp_path / "secret.key").exists()
+        assert app.test_client().get("/health").json == {"status": "ok", "database": "ok"}
+        assert path.exists() and (tmp_path / "secret.key").exists()
+    finally:
+        close_app(app)
+
+
+def test_the_app_registers_six_request_hooks(app):
+    hooks = [app.before_request_funcs, app.after_request_funcs, app.teardown_request_funcs]
+    assert sum(len(functions) for registry in hooks for functions in registry.values()) <= 6 + 4
+    assert sum(len(registry.get(None, [])) for registry in hooks) == 6  # rest's: per blueprint
+
+
+def test_the_cli_never_imports_flask(tmp_path):
+    db = database(tmp_path)
+    cli("keys", "create", "--name", "ci", db=db)
+    code = (
+        "import sys; from people_service.cli import main; "
+        f"status = main(['keys', 'list', '--db', {db!r}]); "
+        "assert 'flask' not in sys.modules, 'flask imported'; sys.exit(status)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+
+
+def test_gunicorn_preload_forks_answer_each_request_with_its_own_person(
+    tmp_path,
+    gunicorn,  # noqa: F811
+):
+    db = database(tmp_path)
+    key = cli("keys", "create", "--name", "ci", db=db).stdout.split()[-1]
+    env = {"PEOPLE_SERVICE_RATE_LIMIT": GENEROUS, "PEOPLE_SERVICE_LOG_LEVEL": "WARNING"}
+    with WSGIServer([*gunicorn, "--preload", "-w", "3", "--threads", "4", "app:app"], db, env) as s:
+        headers = {"X-API-Key": key}
+        ids = []
+        for n in range(30):
+            made = requests.post(s.url + "/person", json={"name": f"P{n}"}, headers=headers)
+            assert made.status_code == 201
+            ids.append(made.json()["id"])
+
+        def get(n):
+            person_id = ids[n % len(ids)]
+            answer = requests.get(f"{s.url}/person/{person_id}", headers=headers)
+            return answer.status_code, answer.json().get("id"), person_id
+
+        with ThreadPoolExecutor(12) as pool:
+            answers = list(pool.map(get, range(300)))
+        assert all(status == 200 and got == wanted for status, got, wanted in answers)
+
+
+def test_a_chunked_body_under_gunicorn_is_refused_with_411_before_it_is_read(
+    tmp_path,
+    sqlite_only,
+    gunicorn,  # noqa: F811
+):
+    db = database(tmp_path)
+    key = cli("keys", "create", "--name", "ci", db=db).stdout.split()[-1]
+    with WSGIServer([*gunicorn, "app:app"], db) as server:
+        host, port = server.url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=10) as sock:
+            sock.sendall(
+                b"POST /person HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                + f"X-API-Key: {key}\r\n".encode()
+                + b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+                + b"".join(b"1\r\n" + bytes([c]) + b"\r\n" for c in b'{"name": "Ada"}')
+                + b"0\r\n\r\n"
+            )
+            answer = b""
+            while chunk := sock.recv(65536):
+                answer += chunk
+        assert answer.startswith(b"HTTP/1.1 411"), answer[:200]
+        assert b"application/problem+json" in answer
+        listed = requests.get(server.url + "/people", headers={"X-API-Key": key})
+        assert listed.json() == []  # nothing was created
+
+
+def test_static_assets_are_never_charged_and_a_page_counts_one(tmp_path):
+    app = make_app(tmp_path, ANONYMOUS_RATE_LIMIT="3/day")
+    try:
+        client = app.test_client()
+        for _ in range(5):
+            for path in ("/favicon.ico", "/static/pages/explorer.css"):
+                answer = client.get(path)
+                answer.close()
+                assert answer.status_code in (200, 204)
+                assert "X-RateLimit-Limit" not in answer.headers
+        page = client.get("/", headers={"Accept": "text/html"})
+        assert page.status_code == 200 and page.headers["X-RateLimit-Remaining"] == "2"
+    finally:
+        close_app(app)
+
+
+@pytest.mark.parametrize("trusted", ["10.0.0.0/8", "192.0.2.1, 10.0.0.0/8", "0.0.0.0/0"])
+def test_trusted_proxy_takes_networks(tmp_path, trusted):
+    app = make_app(tmp_path, TRUSTED_PROXY=trusted, ANONYMOUS_RATE_LIMIT="1/day")
+    try:
+        client = app.test_client()
+        proxy = {"REMOTE_ADDR": "10.1.2.3"}
+
+        def get(address):
+            forwarded = {"X-Forwarded-For": address}
+            return client.get("/people", headers=forwarded, environ_base=proxy).status_code
+
+        assert [get("9.9.9.9"), get("9.9.9.9"), get("8.8.8.8")] == [401, 429, 401]
+    finally:
+        close_app(app)
+
+
+def test_an_unparseable_trusted_proxy_stops_start_up_with_one_line(tmp_path):
+    with pytest.raises(ConfigError, match="TRUSTED_PROXY"):
+        make_app(tmp_path, TRUSTED_PROXY="10.0.0.0/33")
+    env = {**os.environ, "PEOPLE_SERVICE_TRUSTED_PROXY": "proxy.example"}
+    done = subprocess.run(
+        [sys.executable, "-m", "people_service.cli", "keys", "list", "--db", database(tmp_path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
+    if done.returncode != 0:  # the CLI checks the settings as it opens the database
+        assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
+
+
+def login(client, username="ada", password=PASSWORD):
+    return client.post("/auth/token", json={"username": username, "password": password})
+
+
+def test_a_login_429_has_the_headers_of_the_limit_that_refused(tmp_path):
+    app = make_app(tmp_path, AUTH_RATE_LIMIT="2/day", ANONYMOUS_RATE_LIMIT="50/day")
+    try:
+        credentials.create_user(services(app).store, "ada", PASSWORD)
+        client = app.test_client()
+        assert [login(client).status_code for _ in range(2)] == [200, 200]
+        refused = login(client)
+        assert refused.status_code == 429
+        assert refused.headers["X-RateLimit-Limit"] == "2"
+        assert refused.headers["X-RateLimit-Remaining"] == "0"
+        assert int(refused.headers["Retry-After"]) >= 1
+        assert refused.json["detail"] == "Too many logins (2 per 1 day)."
+        assert login(client, "bob").status_code == 401  # another username has its own
+    finally:
+        close_app(app)
+
+
+def test_the_per_username_login_limit_holds_when_the_counters_fail(tmp_path):
+    """Nothing listens on port 9: flask-limiter counts in memory, with the same limits."""
+    app = make_app(
+        tmp_path,
+        RATE_LIMIT_STORAGE="redis://127.0.0.1:9",
+        AUTH_RATE_LIMIT="2/day",
+        ANONYMOUS_RATE_LIMIT="50/day",
+    )
+    try:
+        credentials.create_user(services(app).store, "ada", PASSWORD)
+        client = app.test_client()
+        assert [login(client).status_code for _ in range(3)] == [200, 200, 429]
+    finally:
+        close_app(app)
+
+
+def test_a_refused_request_costs_no_window_of_a_multi_window_key(tmp_path):
+    app = make_app(tmp_path)
+    try:
+        key = new_key(app, "a", rate_limit="5/minute;2/day")
+        client = app.test_client()
+        statuses = [client.get("/people", headers={"X-API-Key": key}).status_code for _ in range(4)]
+        assert statuses == [200, 200, 429, 429]
+        ext = services(app)
+        caller = credentials.caller_from_key(ext.store, key)
+        prefix = app.config["RATE_LIMIT_PREFIX"]
+        minute = ext.limiter.limiter.get_window_stats(
+            parse("5/minute"), prefix, caller.key, "global"
+        )
+        assert minute.remaining == 3  # the two accepted requests only
+    finally:
+        close_app(app)
+
+
+def test_a_failing_graphql_price_reaches_the_client_and_costs_one(tmp_path):
+    app = make_app(tmp_path, RATE_LIMIT="100/day")
+    try:
+        key = {"X-API-Key": new_key(app, "a")}
+        client = app.test_client()
+        answer = client.post("/graphql", json=[{"query": "{ me { name } }"}], headers=key)
+        assert answer.json["errors"][0]["extensions"]["code"] == "BAD_REQUEST"
+        assert "Batched" in answer.json["errors"][0]["message"]
+        assert answer.headers["X-RateLimit-Remaining"] == "99"
+    finally:
+        close_app(app)
+
+
+def test_415_says_what_is_missing(client, headers):
+    answer = client.post("/person", data=b'{"name": "Ada"}', headers=headers)
+    assert answer.status_code == 415
+    assert answer.json["detail"] == (
+        "The body must be application/json, and the request has no Content-Type."
+    )
+
+
+def test_the_operation_name_cap_holds_across_processes(tmp_path, monkeypatch):
+    """Two apps on one counters file stand for two processes: names beyond the cap, in
+    either, are counted as "other"."""
+    counters = f"sqlite://{tmp_path}/counters.db"
+    apps = [
+        make_app(tmp_path / n, RATE_LIMIT_STORAGE=counters)
+        for n in "ab"
+        if not (tmp_path / n).mkdir()
+    ]
+    monkeypatch.setattr(metrics, "MAX_OPERATION_NAMES", 3)
+    try:
+        labels = []
+        for n, app in enumerate(apps * 2):
+            monkeypatch.setattr(metrics, "_names", {})  # each "process" knows only its own
+            storage = services(app).limiter.storage
+            labels.append(metrics.operation_label(f"Op{n}", storage))
+        assert labels == ["Op0", "Op1", "Op2", "other"]
+    finally:
+        for app in apps:
+            services(app).limiter.storage.close()
+            close_app(app)
+
+
+def test_a_forked_child_does_not_flush_its_parents_usage(tmp_path, sqlite_only):
+    app = make_app(tmp_path)
+    try:
+        key = new_key(app, "a")
+        client = app.test_client()
+        client.get("/people", headers={"X-API-Key": key})
+        pid = os.fork()
+        if pid == 0:  # the child's exit runs no atexit: close as a server's worker would
+            services(app).close()
+            os._exit(0)
+        os.waitpid(pid, 0)
+        close_app(app)
+        store = services(app).store
+        caller = credentials.caller_from_key(store, key)
+        assert store.usage(caller.kind, caller.id)["request_count"] == 1
+    finally:
+        close_app(app)
+
+
+def test_secret_from_config_signs_tokens(tmp_path):
+    app = make_app(tmp_path)
+    try:
+        credentials.create_user(services(app).store, "ada", PASSWORD)
+        assert services(app).token_secret == SECRET
+        assert service  # the service module is importable beside the web layer
+    finally:
+        close_app(app)
+
+
+def test_share_metrics_keeps_the_live_files_of_another_instance(tmp_path, monkeypatch):
+    from people_service import server
+
+    live = tmp_path / f"counter_{os.getpid()}.db"
+    dead = tmp_path / "counter_4194303.db"  # above any pid_max: no such process
+    live.write_bytes(b"")
+    dead.write_bytes(b"")
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))
+    server.share_metrics()
+    assert live.exists() and not dead.exists()
