@@ -84,8 +84,9 @@ def init_app(app, *, unlimited=frozenset(), handshake=frozenset()) -> Limiter:
             if view_cost is not None and caller() is not None:
                 try:
                     g.rate_limit_cost = view_cost()
-                except Exception:
-                    pass  # the view answers the error; it costs 1
+                except ServiceError:  # the view raises it again (a query too complex): never
+                    g.rate_limit_cost = None  # raised here, flask-limiter would take it for a
+                    # storage failure; the request is charged nothing
                 price = g.rate_limit_cost
                 if price is None or short(limit(), key(), cost=price) is not None:
                     # refused after it was measured (too complex, or more than is left): the
