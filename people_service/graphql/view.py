@@ -158,7 +158,10 @@ def _prepare() -> Prepared:
     operation = get_operation_ast(document, data.get("operationName"))
     if reads_url() and operation is not None and operation.operation != OperationType.QUERY:
         raise with_headers(MethodNotAllowed("Mutations must be sent with POST."), {"Allow": "POST"})
-    cost, why = meter.price(executable_schema(), document, operation, data.get("variables"))
+    if data.get("variables"):
+        cost, why = meter.price(executable_schema(), document, operation, data["variables"])
+    else:  # a function of the text alone: kept with it
+        cost, why = priced(data["query"], data.get("operationName"))
     most, (window, limit) = current_app.config["GRAPHQL_MAX_COST"], ratelimit.budget()
     if cost > most:
         raise QueryTooComplex(
@@ -172,6 +175,14 @@ def _prepare() -> Prepared:
             "query, or use a key with a larger limit."
         )
     return Prepared(data, document, operation, cost, to_store)
+
+
+@parsing.by_text
+def priced(text: str, operation_name: str | None) -> tuple[int, str]:
+    """meter.price of a text run without variables."""
+    document = parsing.parse_document(text)
+    operation = get_operation_ast(document, operation_name)
+    return meter.price(executable_schema(), document, operation, None)
 
 
 def rate_limit_cost() -> int:
