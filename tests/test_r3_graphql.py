@@ -307,9 +307,35 @@ def test_persisted_queries_survive_a_restart_and_are_shared(tmp_path):
 
 def test_the_store_keeps_a_bounded_number_of_documents(store):
     for index in range(5):
-        store.put_persisted(f"{index:064x}", f"{{ a{index} }}", keep=3)
+        store.put_persisted(f"{index:064x}", f"{{ a{index} }}", f"k{index}", keep=3)
     kept = [store.get_persisted(f"{index:064x}") for index in range(5)]
     assert kept == [None, None, "{ a2 }", "{ a3 }", "{ a4 }"]
+
+
+def test_the_store_keeps_a_bounded_number_of_documents_per_caller_least_used_out(store):
+    import time
+
+    def digest(index):
+        time.sleep(0.002)  # the store's clock has milliseconds: one use after the other
+        return f"{index:064x}"
+
+    store.put_persisted(digest(99), "{ other }", "someone", keep=10, per_owner=3)
+    for index in range(3):
+        store.put_persisted(digest(index), f"{{ a{index} }}", "k", keep=10, per_owner=3)
+    assert store.get_persisted(digest(0), fresh_for=0) == "{ a0 }"  # used again: 1 is least
+    store.put_persisted(digest(3), "{ a3 }", "k", keep=10, per_owner=3)
+    kept = [store.get_persisted(digest(index)) for index in (0, 1, 2, 3, 99)]
+    assert kept == ["{ a0 }", None, "{ a2 }", "{ a3 }", "{ other }"]  # only k's own went
+
+
+def test_a_stored_hash_is_not_written_again(store):
+    from .conftest import count_statements
+
+    store.put_persisted("a" * 64, "{ me { name } }", "k")
+    statements = []
+    again = count_statements(store, lambda: store.put_persisted("a" * 64, "{ me { name } }", "k"))
+    used = count_statements(store, lambda: statements.append(store.get_persisted("a" * 64)))
+    assert (again, used) == (1, 1)  # one SELECT each, no write
 
 
 def post_json(server, headers, body):

@@ -1,300 +1,326 @@
-"""GraphQL limits of a document (depth, aliases, cost), measured in linear time before it runs."""
+"""What a GraphQL document costs (SPEC §11a) and its limits as validation rules, all linear."""
+
+from functools import cache
 
 from graphql import (
     FieldNode,
     FragmentDefinitionNode,
+    FragmentSpreadNode,
     GraphQLError,
-    GraphQLIncludeDirective,
-    GraphQLSkipDirective,
     InlineFragmentNode,
     NameNode,
     OperationDefinitionNode,
-    TypeMetaFieldDef,
     ValidationRule,
+    VariableNode,
+    get_argument_values,
     get_named_type,
     get_nullable_type,
-    introspection_types,
-    is_abstract_type,
-    is_composite_type,
-    is_enum_type,
-    is_input_object_type,
-    is_interface_type,
     is_list_type,
-    is_object_type,
+    value_from_ast_untyped,
 )
-from graphql.execution.values import get_argument_values, get_directive_values
 
 from .. import schemas
-from .parsing import MAX_NESTING, NESTED_TOO_DEEPLY, TooComplex
+from ..errors import QueryTooComplex
+from .parsing import MAX_NESTING, NESTED_TOO_DEEPLY
 
 # Counts saturate here: a refusal needs no exact figure beyond it, and numbers stay small.
 CEILING = 10**9
-# What one list field without a `limit` argument counts (the schema has none so far).
-UNBOUNDED_LIST = 100
-# An operation of introspection fields alone reads the schema in memory, not the database: it
-# is charged this fraction of the objects it returns, so the explorers load at any limit.
-INTROSPECTION_DISCOUNT = 100
+# A response name given more often than this in one selection set (fragments included) is
+# refused: graphql-core checks such fields pairwise before it merges them.
+MAX_SAME_NAME = 10
 # the `limit` each list field accepts: outside it the field fails, and nothing below it counts
 LIST_LIMITS = {
-    "Query.people": schemas.PEOPLE_LIMITS,
-    "Person.friends": schemas.LIST_FIELD_LIMITS,
-    "Person.messages": schemas.LIST_FIELD_LIMITS,
+    ("Query", "people"): schemas.PEOPLE_LIMITS,
+    ("Person", "friends"): schemas.LIST_FIELD_LIMITS,
+    ("Person", "messages"): schemas.LIST_FIELD_LIMITS,
 }
-# a field node without arguments: the values it gets are the schema's defaults
-_BARE = FieldNode(name=NameNode(value="limit"), arguments=())
-_BUSY = object()  # a fragment being measured: a spread of it closes a cycle (a validation error)
-
-
-def _has_fields(value) -> bool:
-    return is_object_type(value) or is_interface_type(value)
-
-
-# The elements of schema s and element v that each composite introspection field returns, as
-# graphql-core's resolvers do (deprecated entries included: an upper bound)
-_CHILDREN = {
-    "types": lambda s, v: s.type_map.values(),
-    "queryType": lambda s, v: [s.query_type],
-    "mutationType": lambda s, v: [s.mutation_type],
-    "subscriptionType": lambda s, v: [s.subscription_type],
-    "directives": lambda s, v: s.directives,
-    "args": lambda s, v: v.args.values(),
-    "fields": lambda s, v: v.fields.values() if _has_fields(v) else (),
-    "interfaces": lambda s, v: v.interfaces if _has_fields(v) else (),
-    "possibleTypes": lambda s, v: s.get_possible_types(v) if is_abstract_type(v) else (),
-    "enumValues": lambda s, v: v.values.values() if is_enum_type(v) else (),
-    "inputFields": lambda s, v: v.fields.values() if is_input_object_type(v) else (),
-    "ofType": lambda s, v: [getattr(v, "of_type", None)],
-    "type": lambda s, v: [v.type],
-}
+INTROSPECTION_ROOTS = ("__schema", "__type")
+_BUSY = object()  # a fragment being walked: a spread of it closes a cycle (a validation error)
 
 
 def figure(value: int) -> str:
     return str(value) if value < CEILING else f"more than {CEILING - 1}"
 
 
-def introspective(operation) -> bool:
-    """Whether an operation asks only for introspection fields (the same answer for all)."""
-    return operation is not None and all(
-        isinstance(node, FieldNode) and node.name.value.startswith("__")
-        for node in operation.selection_set.selections
-    )
+class Walk:
+    """Linear walks of one document: each fragment is measured once (memoized per key)."""
 
-
-class Meter:
-    """Depth, aliases and cost of a document's operations, each walk linear."""
-
-    def __init__(self, schema, document, values):
-        self.schema = schema
+    def __init__(self, document):
         self.fragments = {
             node.name.value: node
             for node in document.definitions
             if isinstance(node, FragmentDefinitionNode)
         }
-        self.values = values  # None: the variables did not coerce, nothing will run
-        self._roots = {schema.query_type, schema.mutation_type} - {None}
-        self._measured: dict = {}  # fragments' and introspection selections' measures
+        self.memo: dict = {}
 
-    def _once(self, key, empty, measure, *args):
-        """`measure(*args)`, once per key; `empty` while it is measured (a fragment cycle)."""
-        found = self._measured.get(key)
+    def fragment(self, spread, key, empty, measure, nesting: int, once=False):
+        """`measure(fragment, nesting + 1)` once per (name, key); `empty` in a cycle, and
+        after the first time if `once`."""
+        node = self.fragments.get(spread.name.value)
+        if node is None:
+            return empty
+        memo_key = (spread.name.value, key)
+        found = self.memo.get(memo_key)
         if found is None:
-            self._measured[key] = _BUSY
-            found = self._measured[key] = measure(*args)
-        return empty if found is _BUSY else found
+            self.memo[memo_key] = _BUSY
+            self.memo[memo_key] = measure(node, nesting + 1)
+            return empty if once else self.memo[memo_key]
+        return empty if found is _BUSY or once else found
 
-    def shape(self, selection_set, running: bool, introspective=False, nesting=0) -> tuple:
-        """(depth, aliases) of a selection; raises TooComplex past MAX_NESTING."""
-        if nesting > MAX_NESTING:
-            raise TooComplex(NESTED_TOO_DEEPLY)
-        depth = aliases = 0
-        for node in selection_set.selections:
-            if self._skipped(node, running):
-                continue
-            if isinstance(node, FieldNode):
-                inner = introspective or node.name.value.startswith("__")
-                found = (0, 0)
-                if node.selection_set:
-                    found = self.shape(node.selection_set, running, inner, nesting + 1)
-                found = (0 if inner else found[0] + 1, found[1] + (node.alias is not None))
-            elif isinstance(node, InlineFragmentNode):
-                found = self.shape(node.selection_set, running, introspective, nesting + 1)
-            elif (fragment := self.fragments.get(node.name.value)) is None:
-                found = (0, 0)
-            else:
-                key = (fragment.name.value, running, introspective)
-                args = (fragment.selection_set, running, introspective, nesting + 1)
-                found = self._once(key, (0, 0), self.shape, *args)
-            depth = max(depth, found[0])
-            aliases += found[1]
-        return depth, min(aliases, CEILING)
 
-    def _skipped(self, node, running: bool) -> bool:
-        """Whether @skip or @include leave the node out (as execution decides it)."""
-        if not node.directives:
-            return False
-        values = self.values if running else None
-        try:
-            skip = get_directive_values(GraphQLSkipDirective, node, values)
-            if skip is not None and skip.get("if") is True:
-                return True
-            include = get_directive_values(GraphQLIncludeDirective, node, values)
-            return include is not None and include.get("if") is False
-        except GraphQLError:
-            return False  # undecidable before it runs (another operation's variable): it counts
+def check_nesting(nesting: int) -> None:
+    if nesting > MAX_NESTING:
+        raise QueryTooComplex(NESTED_TOO_DEEPLY)
 
-    def cost(self, selection_set, parent, nesting=0) -> int:
-        """What a selection of the running operation can return; raises TooComplex if too deep."""
-        if nesting > MAX_NESTING:
-            raise TooComplex(NESTED_TOO_DEEPLY)
+
+_DEFAULTS: dict = {}
+_BARE = FieldNode(name=NameNode(value="limit"), arguments=())
+
+
+def default_limit(parent, definition, name: str):
+    """The `limit` a list field runs with when given none (graphql-core 3.3 keeps it in
+    GraphQLArgument.default, not default_value: ask it as execution does)."""
+    key = (parent.name, name)
+    if key not in _DEFAULTS:
+        _DEFAULTS[key] = get_argument_values(definition, _BARE).get("limit")
+    return _DEFAULTS[key]
+
+
+def written(document) -> int:
+    """Fields and fragment spreads as written (a fragment's once), the least a request pays."""
+    count, pending = 0, [node.selection_set for node in document.definitions]
+    while pending:
+        for node in pending.pop().selections:
+            count += isinstance(node, (FieldNode, FragmentSpreadNode))
+            if getattr(node, "selection_set", None) is not None:
+                pending.append(node.selection_set)
+    return count
+
+
+def returned(schema, document, operation, variables) -> int:
+    """The nodes `operation` can return: lists multiply by their `limit` (argument, variable or
+    default); below __schema and __type each field written counts once. Directives are ignored."""
+    walk, root = Walk(document), schema.get_root_type(operation.operation)
+    variables, defaults = variables or {}, {}
+    for definition in operation.variable_definitions or ():
+        if definition.default_value is not None:
+            defaults[definition.variable.name.value] = definition.default_value
+
+    def limit_of(parent, definition, node) -> int:
+        argument = next((a for a in node.arguments or () if a.name.value == "limit"), None)
+        value = None
+        if isinstance(argument and argument.value, VariableNode):
+            name = argument.value.name.value
+            value = variables.get(name)
+            if name not in variables and name in defaults:
+                value = value_from_ast_untyped(defaults[name])
+        elif argument is not None:
+            value = value_from_ast_untyped(argument.value)
+        if value is None:  # omitted or null: the schema's default (the resolvers' too)
+            value = default_limit(parent, definition, node.name.value)
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int):
+            return 1  # a limit of the wrong type fails the request; a list is at least one
+        low, high = LIST_LIMITS.get((parent.name, node.name.value), (0, CEILING))
+        return value if low <= value <= high else 0  # out of range: the field fails
+
+    def selection(selection_set, parent, nesting: int) -> int:
+        check_nesting(nesting)
         total = 0
         for node in selection_set.selections:
-            if self._skipped(node, True):
-                continue
             if isinstance(node, FieldNode):
-                cost = self._field(node, parent, nesting)
-                if parent in self._roots and node.name.value != "__typename":
-                    cost = max(cost, 1)
+                total += field(node, parent, nesting)
             elif isinstance(node, InlineFragmentNode):
-                kind = self._condition(node.type_condition, parent)
-                cost = self.cost(node.selection_set, kind, nesting + 1)
-            elif (fragment := self.fragments.get(node.name.value)) is None:
-                cost = 0
+                kind = (
+                    schema.get_type(node.type_condition.name.value)
+                    if node.type_condition
+                    else parent
+                )
+                total += selection(node.selection_set, kind, nesting + 1) if kind else 0
             else:
-                args = (fragment.selection_set, self._condition(fragment.type_condition, None))
-                cost = self._once(fragment.name.value, 0, self.cost, *args, nesting + 1)
-            total += cost
+                total += walk.fragment(node, "cost", 0, fragment_cost, nesting)
             if total >= CEILING:
                 return CEILING
         return total
 
-    def _condition(self, condition, parent):
-        return parent if condition is None else self.schema.get_type(condition.name.value)
+    def condition(node, parent):
+        return schema.get_type(node.type_condition.name.value) if node.type_condition else parent
 
-    def _field(self, node: FieldNode, parent, nesting: int) -> int:
-        if node.selection_set is None:
-            return 0  # a leaf (a field of a root type is charged 1 by the caller)
+    def fragment_cost(node, nesting: int) -> int:
+        kind = condition(node, None)
+        return selection(node.selection_set, kind, nesting) if kind else 0
+
+    def field(node, parent, nesting: int) -> int:
         name = node.name.value
-        if parent is self.schema.query_type and name in ("__schema", "__type"):
-            found = self.schema
-            if name == "__type":
-                try:
-                    wanted = get_argument_values(TypeMetaFieldDef, node, self.values).get("name")
-                except GraphQLError:
-                    wanted = None
-                found = self.schema.get_type(wanted) if isinstance(wanted, str) else None
-            if found is None:
-                return 0
-            kind = "__Schema" if name == "__schema" else "__Type"
-            return min(1 + self._introspect(node, kind, found, nesting), CEILING)  # 1: itself
-        fields = getattr(parent, "fields", None) if is_composite_type(parent) else None
-        definition = fields.get(name) if fields else None
-        if definition is None:
-            return 0
-        named = get_named_type(definition.type)
-        if not is_composite_type(named):
-            return 0
-        inner = self.cost(node.selection_set, named, nesting + 1)
+        at_root = parent is root and name != "__typename"
+        if at_root and name in INTROSPECTION_ROOTS:
+            return 1 + introspection(node.selection_set, nesting + 1)
+        definition = getattr(parent, "fields", {}).get(name)
+        if node.selection_set is None or definition is None:
+            return int(at_root)  # a leaf: a root field counts 1 all the same
+        inner = selection(node.selection_set, get_named_type(definition.type), nesting + 1)
         count = 1
         if is_list_type(get_nullable_type(definition.type)):
-            count = self._list_size(parent, definition, node)
-        return min(count * (1 + inner), CEILING)
+            count = limit_of(parent, definition, node)
+        return max(int(at_root), min(count * (1 + inner), CEILING))
 
-    def _list_size(self, parent, definition, node: FieldNode) -> int:
-        """The `limit` the field runs with (given, a variable, the default); 0 when it fails."""
-        try:
-            limit = get_argument_values(definition, node, self.values).get("limit")
-        except GraphQLError:
-            limit = None  # the field fails when it runs; its default is an upper bound
-        if limit is None:  # an explicit null: the resolvers take the default, which
-            # graphql-core 3.3 keeps in GraphQLArgument.default (default_value is Undefined)
-            limit = get_argument_values(definition, _BARE).get("limit")
-        if isinstance(limit, bool) or not isinstance(limit, int):
-            return UNBOUNDED_LIST
-        low, high = LIST_LIMITS.get(f"{parent.name}.{node.name.value}", (0, limit))
-        return min(limit, CEILING) if low <= limit <= high else 0
-
-    def _introspect(self, node, kind: str, value, nesting: int) -> int:
-        """The objects a selection on `value` (of introspection type `kind`) returns."""
-        if nesting > MAX_NESTING:
-            raise TooComplex(NESTED_TOO_DEEPLY)
-        key = (id(node.selection_set), kind, id(value))
-        return self._once(key, 0, self._introspected, node, kind, value, nesting)
-
-    def _introspected(self, node, kind: str, value, nesting: int) -> int:
+    def introspection(selection_set, nesting: int) -> int:
+        if selection_set is None:
+            return 0
+        check_nesting(nesting)
         total = 0
-        for child in node.selection_set.selections:
-            if self._skipped(child, True):
-                continue
-            if isinstance(child, FieldNode):
-                field = introspection_types[kind].fields.get(child.name.value)
-                children = _CHILDREN.get(child.name.value) if field else None
-                if children is None or child.selection_set is None:
-                    continue
-                child_kind = get_named_type(field.type).name
-                for item in children(self.schema, value):
-                    if item is not None:
-                        total += 1 + self._introspect(child, child_kind, item, nesting + 1)
-                    if total >= CEILING:
-                        break
+        for node in selection_set.selections:
+            if isinstance(node, FragmentSpreadNode):
+                total += walk.fragment(node, "fields", 0, fragment_fields, nesting, once=True)
             else:
-                if not isinstance(child, InlineFragmentNode):
-                    child = self.fragments.get(child.name.value)
-                condition = child and child.type_condition
-                if child is not None and (condition is None or condition.name.value == kind):
-                    total += self._introspect(child, kind, value, nesting + 1)
-            if total >= CEILING:
-                break
-        return min(total, CEILING)
+                total += isinstance(node, FieldNode) + introspection(
+                    node.selection_set, nesting + 1
+                )
+        return total
+
+    def fragment_fields(node, nesting: int):  # counted once, however often it is spread
+        return introspection(node.selection_set, nesting)
+
+    return max(1, selection(operation.selection_set, root, 0)) if root else 1
 
 
-def limits_of(schema, document, values, running, config, budget) -> tuple:
-    """(errors, price) of a document if `running` runs; `budget` is ratelimit.budget()'s."""
-    max_depth, max_aliases = config["GRAPHQL_MAX_DEPTH"], config["GRAPHQL_MAX_ALIASES"]
-    max_cost = config["GRAPHQL_MAX_COST"]
-    meter = Meter(schema, document, values)
-    errors: dict[str, TooComplex] = {}
-    price = 0
-    try:
+def price(schema, document, operation, variables) -> tuple[int, str]:
+    """What a request pays (the larger count, at least 1), and a phrase saying why."""
+    nodes = returned(schema, document, operation, variables) if operation else 1
+    fields = written(document)
+    if nodes >= fields:
+        return max(1, nodes), f"could return {figure(nodes)} objects"
+    return fields, f"writes {fields} fields and fragment spreads"
+
+
+# -- limits of the document as graphql-core validation rules (each walk linear) -----------
+
+
+class DocumentRule(ValidationRule):
+    """A rule measuring each operation once, fragments memoized; reports QUERY_TOO_COMPLEX."""
+
+    def enter_document(self, document, *_args):
+        walk = Walk(document)
         for node in document.definitions:
-            if not isinstance(node, OperationDefinitionNode):
-                continue
-            depth, aliases = meter.shape(node.selection_set, node is running)
-            if depth > max_depth:
-                message = f"The query is {figure(depth)} levels deep; the limit is {max_depth}."
-                errors.setdefault("depth", TooComplex(message, node))
-            if aliases > max_aliases:
-                message = f"The query has {figure(aliases)} aliases; the limit is {max_aliases}."
-                errors.setdefault("aliases", TooComplex(message, node))
-            root = schema.get_root_type(node.operation)
-            if node is not running or values is None or root is None:
-                continue  # not the one that runs, or nothing runs (execution says why)
-            cost = meter.cost(node.selection_set, root)
-            price = max(1, cost // INTROSPECTION_DISCOUNT) if introspective(node) else cost
-            if cost > max_cost:
-                message = (
-                    f"The query could return {figure(cost)} objects; the limit is {max_cost}. "
-                    "Ask for fewer (smaller limits) or split the query."
-                )
-                errors["cost"] = TooComplex(message, node)
-            elif price > budget[0]:
-                message = (
-                    f"The query could return {figure(cost)} objects, more than the "
-                    f"{budget[0]} your rate limit ({budget[1]}) allows in a whole window, "
-                    "so it can never run. Ask for fewer (smaller limits), split the query, or "
-                    "use a key with a larger limit."
-                )
-                errors["cost"] = TooComplex(message, node)
-    except TooComplex as error:  # nested past MAX_NESTING
-        return (error,), 0
-    return tuple(errors.values()), 0 if errors else price
+            if isinstance(node, OperationDefinitionNode):
+                try:
+                    message = self.check(walk, node)
+                except QueryTooComplex as error:  # nested past MAX_NESTING
+                    message = error.detail
+                if message:
+                    extensions = {"code": QueryTooComplex.graphql_code}
+                    self.report_error(GraphQLError(message, node, extensions=extensions))
+                    break
+        return self.SKIP  # every operation measured: nothing below to visit
+
+    def check(self, walk: Walk, operation) -> str | None:
+        raise NotImplementedError
 
 
-class NoIntrospection(ValidationRule):
-    """With INTROSPECTION off, `__schema` and `__type` are refused (`__typename` stays)."""
+class DepthRule(DocumentRule):
+    """Fields nested in fields at most GRAPHQL_MAX_DEPTH deep (introspection's count 0)."""
 
-    def enter_field(self, node: FieldNode, *_args):
-        name = node.name.value
-        if name.startswith("__") and name != "__typename":
-            self.report_error(
-                GraphQLError(f"Cannot query '{name}': introspection is disabled.", node)
-            )
+    maximum = 10
+
+    def check(self, walk, operation):
+        def depth(selection_set, nesting: int) -> int:
+            check_nesting(nesting)
+            deepest = 0
+            for node in selection_set.selections:
+                if isinstance(node, FieldNode):
+                    inner = node.selection_set and not node.name.value.startswith("__")
+                    found = 1 + depth(node.selection_set, nesting + 1) if inner else 1
+                elif isinstance(node, InlineFragmentNode):
+                    found = depth(node.selection_set, nesting + 1)
+                else:
+                    found = walk.fragment(node, "depth", 0, fragment, nesting)
+                deepest = max(deepest, found)
+            return deepest
+
+        def fragment(node, nesting):
+            return depth(node.selection_set, nesting)
+
+        found = depth(operation.selection_set, 0)
+        if found > self.maximum:
+            return f"The query is {figure(found)} levels deep; the limit is {self.maximum}."
+        return None
+
+
+class AliasRule(DocumentRule):
+    """At most GRAPHQL_MAX_ALIASES aliases in the answer (a fragment's, each time it is spread)."""
+
+    maximum = 30
+
+    def check(self, walk, operation):
+        def aliases(selection_set, nesting: int) -> int:
+            check_nesting(nesting)
+            total = 0
+            for node in selection_set.selections:
+                if isinstance(node, FieldNode):
+                    total += node.alias is not None
+                if isinstance(node, FragmentSpreadNode):
+                    total += walk.fragment(node, "aliases", 0, fragment, nesting)
+                elif node.selection_set is not None:
+                    total += aliases(node.selection_set, nesting + 1)
+            return min(total, CEILING)
+
+        def fragment(node, nesting):
+            return aliases(node.selection_set, nesting)
+
+        found = aliases(operation.selection_set, 0)
+        if found > self.maximum:
+            return f"The query has {figure(found)} aliases; the limit is {self.maximum}."
+        return None
+
+
+class RepeatedNameRule(DocumentRule):
+    """One response name at most MAX_SAME_NAME times in a selection set, fragments included."""
+
+    def check(self, walk, operation):
+        def names(selection_set, nesting: int) -> dict:
+            check_nesting(nesting)
+            counts: dict[str, int] = {}
+            spread = set()
+            for node in selection_set.selections:
+                if isinstance(node, FieldNode):
+                    found = {(node.alias or node.name).value: 1}
+                    if node.selection_set is not None:
+                        names(node.selection_set, nesting + 1)
+                elif isinstance(node, InlineFragmentNode):
+                    found = names(node.selection_set, nesting + 1)
+                elif node.name.value in spread:
+                    continue  # graphql-core merges a fragment spread twice in one place once
+                else:
+                    spread.add(node.name.value)
+                    found = walk.fragment(node, "names", {}, fragment, nesting)
+                for name, count in found.items():
+                    counts[name] = counts.get(name, 0) + count
+                    if counts[name] > MAX_SAME_NAME:
+                        raise Repeated(name)
+            return counts
+
+        def fragment(node, nesting):
+            return names(node.selection_set, nesting)
+
+        try:
+            names(operation.selection_set, 0)
+        except Repeated as error:
+            return f"The query selects '{error}' more than {MAX_SAME_NAME} times in one place."
+        return None
+
+
+class Repeated(Exception):
+    """A response name over MAX_SAME_NAME (ends the walk at once)."""
+
+
+def is_limit(rule) -> bool:
+    return issubclass(rule, DocumentRule)
+
+
+@cache
+def limit_rules(max_depth: int, max_aliases: int) -> tuple:
+    """The rules for these limits (classes: graphql-core instantiates them per validation)."""
+    depth = type("DepthRule", (DepthRule,), {"maximum": max_depth})
+    aliases = type("AliasRule", (AliasRule,), {"maximum": max_aliases})
+    return depth, aliases, RepeatedNameRule

@@ -2,42 +2,24 @@
 
 from functools import lru_cache, wraps
 
-from graphql import FieldNode, GraphQLError, GraphQLSyntaxError, Source, parse
+from graphql import GraphQLError, GraphQLSyntaxError, Source, parse
 from graphql.language import Lexer, TokenKind
 
 from ..errors import QueryTooComplex
 
 MAX_QUERY_BYTES = 100 * 1024
 MAX_TOKENS = 2000
-# Field selections in one document: graphql-core checks that fields can be merged pairwise.
-MAX_FIELDS = 400
-# Fields of one response name in one selection set, for the same pairwise check.
-MAX_SAME_NAME = 10
 # Brackets, selection sets and fragment spreads nested in one another: the walks recurse once
 # per level, and fragments can nest without the parser's limit.
 MAX_NESTING = 100
 NESTED_TOO_DEEPLY = "The query is nested too deeply."
-# Errors reported by validation and by coercion: graphql-core's messages can print whole inputs.
+# Errors reported by validation: graphql-core's messages can print whole inputs.
 VALIDATION_ERRORS = 10
-COERCION_ERRORS = 10
 # Values (at any depth) in one request's variables, counted before they are coerced.
 MAX_VARIABLE_VALUES = 1000
 # Texts up to this size are kept parsed and validated: 512 texts of 100 KiB each
 # would let one key grow a process by 100 MiB.
 CACHED_TEXT_BYTES = 8 * 1024
-
-
-class TooComplex(GraphQLError):
-    """A document over a limit; it is refused before it runs."""
-
-    def __init__(self, message: str, nodes=None):
-        super().__init__(message, nodes, extensions={"code": QueryTooComplex.graphql_code})
-
-
-def with_code(error: GraphQLError, code: str) -> GraphQLError:
-    return GraphQLError(
-        error.message, source=error.source, positions=error.positions, extensions={"code": code}
-    )
 
 
 def by_text(function):
@@ -54,19 +36,22 @@ def by_text(function):
 
 @by_text
 def parse_document(text: str):
-    """A parsed document; raises TooComplex over a limit, GRAPHQL_PARSE_FAILED otherwise."""
+    """A parsed document; raises QueryTooComplex over a limit, GraphQLSyntaxError otherwise."""
     if len(text.encode("utf-8", "surrogatepass")) > MAX_QUERY_BYTES:
-        raise TooComplex(f"The query is longer than {MAX_QUERY_BYTES // 1024} KiB.")
+        raise QueryTooComplex(f"The query is longer than {MAX_QUERY_BYTES // 1024} KiB.")
     try:
-        document = parse(text, max_lexical_tokens=MAX_TOKENS, max_comments=MAX_TOKENS)
+        return parse(text, max_lexical_tokens=MAX_TOKENS, max_comments=MAX_TOKENS)
     except GraphQLSyntaxError as error:
         # the parser stops at its limits with the same error type as for a typo: measure
         over = _over_limits(text)
-        raise (TooComplex(over) if over else with_code(error, "GRAPHQL_PARSE_FAILED")) from None
-    fields = _fields(document.definitions)
-    if fields > MAX_FIELDS:
-        raise TooComplex(f"The query selects {fields} fields; the limit is {MAX_FIELDS}.")
-    return document
+        if over:
+            raise QueryTooComplex(over) from None
+        raise GraphQLError(
+            error.message,
+            source=error.source,
+            positions=error.positions,
+            extensions={"code": "GRAPHQL_PARSE_FAILED"},
+        ) from None
 
 
 _OPENING = {TokenKind.BRACE_L, TokenKind.BRACKET_L, TokenKind.PAREN_L}
@@ -95,33 +80,15 @@ def _over_limits(text: str) -> str | None:
     return None
 
 
-def _fields(nodes) -> int:
-    """Field selections in these nodes; raises TooComplex past MAX_SAME_NAME."""
-    count, names = 0, {}
-    for node in nodes:
-        if isinstance(node, FieldNode):
-            count += 1
-            name = (node.alias or node.name).value
-            names[name] = names.get(name, 0) + 1
-            if names[name] > MAX_SAME_NAME:
-                raise TooComplex(
-                    f"The query selects '{name}' more than {MAX_SAME_NAME} times in one place."
-                )
-        selection_set = getattr(node, "selection_set", None)  # spreads and SDL have none
-        if selection_set is not None:
-            count += _fields(selection_set.selections)
-    return count
-
-
 def check_variables(variables) -> None:
-    """Raises TooComplex when `variables` (JSON) hold more than MAX_VARIABLE_VALUES values."""
+    """Raises QueryTooComplex when `variables` (JSON) hold more than MAX_VARIABLE_VALUES values."""
     count, pending = 0, [variables] if variables else []
     while pending:
         value = pending.pop()
         if isinstance(value, (dict, list)):
             count += len(value)
             if count > MAX_VARIABLE_VALUES:
-                raise TooComplex(
+                raise QueryTooComplex(
                     f"The variables hold more than {MAX_VARIABLE_VALUES} values; send fewer."
                 )
             pending.extend(value.values() if isinstance(value, dict) else value)

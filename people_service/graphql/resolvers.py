@@ -37,17 +37,19 @@ def path_key(path) -> tuple:
 
 
 class Batches:
-    """Loads a field for every object at one response path in one call, once per request."""
+    """Loads a field for every object at one response path in one call, once per request: a
+    field's answers are kept by key, so an object asked for at several paths is loaded once."""
 
     def __init__(self):
-        self._objects: dict[tuple, list[dict]] = defaultdict(list)
-        self._answers: dict[str, dict] = {}
-        # (path, field) -> keys of the objects whose answers are registered at that path
-        self._covered: dict[tuple, set] = {}
+        self._objects: dict[tuple, list[dict]] = defaultdict(list)  # response path -> objects
+        self._answers: dict[str, dict] = defaultdict(dict)  # field -> {key: value}
+        self._seen: dict[tuple, set] = defaultdict(set)  # path -> keys whose objects are in
+        self._loaded: set = set()  # (path, field) whose level was loaded at once
 
     def forget(self) -> None:
         """Drop the answers loaded so far: the data is about to change."""
-        self._answers.clear()
+        for kept in (self._objects, self._answers, self._seen, self._loaded):
+            kept.clear()
 
     def register(self, path, objects) -> None:
         """Note objects that a resolver at `path` returned."""
@@ -55,24 +57,26 @@ class Batches:
 
     def load(self, info, obj: dict, field: str, key_of, fetch):
         """`field` (name and arguments) of `obj`; `fetch(keys) -> {key: value}` loads many."""
-        here, key = path_key(info.path), key_of(obj)
-        answers = self._answers.setdefault(field, {})
-        covered = self._covered.setdefault((here, field), set())
-        if key in answers and key in covered:
-            return answers[key]
-        keys = {key_of(other) for other in self._objects.get(here[:-1], ())} | {key}
-        if key not in answers:
-            wanted = sorted(keys - answers.keys(), key=int)
-            found = fetch(wanted)
-            answers.update((wanted_key, found.get(wanted_key)) for wanted_key in wanted)
-        if key not in covered:  # their answers are the objects of the next level
-            for value in map(answers.get, keys - covered):
-                if isinstance(value, list):
-                    self._objects[here].extend(value)
-                elif value is not None:
-                    self._objects[here].append(value)
-            covered |= keys
+        here, key, answers = path_key(info.path), key_of(obj), self._answers[field]
+        if (here, field) not in self._loaded:  # the first object here: load the whole level
+            self._loaded.add((here, field))
+            keys = dict.fromkeys(key_of(other) for other in self._objects.get(here[:-1], ()))
+            self._fetch(here, answers, [*keys, key] if key not in keys else list(keys), fetch)
+        elif key not in self._seen[here]:  # an object the level's load did not know of
+            self._fetch(here, answers, [key], fetch)
         return answers[key]
+
+    def _fetch(self, here, answers: dict, keys: list, fetch) -> None:
+        wanted = sorted({key for key in keys if key not in answers}, key=int)
+        if wanted:
+            found = fetch(wanted)
+            answers.update((key, found.get(key)) for key in wanted)
+        seen, objects = self._seen[here], self._objects[here]
+        for key in keys:  # their answers are the objects of the next level
+            if key not in seen:
+                seen.add(key)
+                value = answers[key]
+                objects.extend(value if isinstance(value, list) else [value] * (value is not None))
 
 
 Context = namedtuple("Context", "store caller batches")  # what one request's resolvers share

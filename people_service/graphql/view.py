@@ -1,14 +1,20 @@
-"""The /graphql endpoint, following the GraphQL-over-HTTP specification."""
+"""The /graphql endpoint: GraphQL over HTTP around ariadne's graphql_sync, persisted queries."""
 
 import hashlib
 import logging
 import re
+from collections import namedtuple
+from functools import partial
 
-from ariadne import unwrap_graphql_error
+from ariadne import graphql_sync, unwrap_graphql_error
 from flask import Blueprint, current_app, g, render_template, request
-from graphql import GraphQLError, OperationType, get_operation_ast, specified_rules, validate
+from graphql import (
+    GraphQLError,
+    OperationType,
+    get_operation_ast,
+    validate,
+)
 from graphql.pyutils import snake_to_camel
-from graphql.validation.validate import ValidationAbortedError
 from werkzeug.wrappers import Response
 
 from ..errors import (
@@ -16,6 +22,7 @@ from ..errors import (
     MethodNotAllowed,
     NotAcceptable,
     NotFound,
+    QueryTooComplex,
     ServiceError,
     UnsupportedMediaType,
 )
@@ -26,20 +33,23 @@ from ..web.jsonio import dump_json, json_body, parse_json
 from ..web.negotiation import HTML, negotiate
 from ..web.pages import asset_url, content_security_policy, html_response, source_of, vendor_url
 from ..web.problems import bounded_errors, error_parts, graphql_code, with_headers
-from . import parsing
-from .executor import LeafExecutor
-from .meter import NoIntrospection, introspective, limits_of
+from . import meter, parsing
 from .resolvers import Batches, Context, executable_schema, sdl
 
 bp = Blueprint("graphql", __name__)
 log = logging.getLogger("people_service.graphql")
+# ariadne logs every error of every answer; format_error logs the ones a client must not see
+QUIET = logging.getLogger("people_service.graphql.ariadne")
+QUIET.setLevel(logging.CRITICAL + 1)
 
 GRAPHQL_RESPONSE = "application/graphql-response+json"
-# Introspection answers kept per app (the explorers send one or two distinct queries).
-INTROSPECTION_ANSWERS = 32
 JSON = "application/json"
-# Automatic persisted queries (Apollo's protocol): how many documents are kept, the largest kept
+# Errors reported when variables do not coerce: graphql-core's messages can print whole inputs.
+COERCION_ERRORS = 10
+# Automatic persisted queries (Apollo's protocol): documents kept in all, per caller, the
+# largest kept, and how stale a document's last use may get before it is written again
 PERSISTED_KEEP = 1000
+PERSISTED_KEEP_PER_CALLER = 100
 PERSISTED_MAX_BYTES = 32 * 1024
 SHA256 = re.compile(r"[0-9a-f]{64}")
 PERSISTED_NOT_FOUND = {
@@ -47,6 +57,9 @@ PERSISTED_NOT_FOUND = {
         {"message": "PersistedQueryNotFound", "extensions": {"code": "PERSISTED_QUERY_NOT_FOUND"}}
     ]
 }
+# A request read, parsed and priced: `document` None when it did not parse (or is not known)
+# and `to_store` the hash of a persisted query sent with its text (stored once it proves valid)
+Prepared = namedtuple("Prepared", "data document operation cost to_store")
 
 
 def response_type() -> str:
@@ -62,6 +75,11 @@ def reads_url() -> bool:
     return request.method in ("GET", "HEAD")
 
 
+def asks_for_explorer() -> bool:
+    """A GET without a query: a browser gets the explorer, others a 400."""
+    return reads_url() and "query" not in request.args and "extensions" not in request.args
+
+
 def persisted_digest(data: dict) -> str | None:
     """The SHA-256 of an automatic persisted query, or None; BadRequest if malformed."""
     persisted = (data.get("extensions") or {}).get("persistedQuery")
@@ -72,14 +90,15 @@ def persisted_digest(data: dict) -> str | None:
     digest = persisted.get("sha256Hash")
     if not isinstance(digest, str) or not SHA256.fullmatch(digest):
         raise BadRequest("'sha256Hash' must be a SHA-256 in 64 lowercase hex digits.")
-    query = data.get("query")  # None, or a string (_read_request)
+    query = data.get("query")  # None, or a string (read_request)
     encoded = None if query is None else query.encode("utf-8", "surrogatepass")
     if encoded is not None and hashlib.sha256(encoded).hexdigest() != digest:
         raise BadRequest("'sha256Hash' is not the SHA-256 of the query.")
     return digest
 
 
-def _read_request() -> dict:
+def read_request() -> dict:
+    """The request's query, variables, operationName and extensions, checked for their types."""
     if reads_url():
         data = {key: request.args.get(key) for key in ("query", "operationName")}
         for key in ("variables", "extensions"):  # JSON texts
@@ -110,110 +129,123 @@ def _read_request() -> dict:
     return data
 
 
-@parsing.by_text
-def validated(text: str, introspection: bool) -> tuple:
-    """Validation errors of a text; without introspection, no suggestions naming the schema."""
-    specified = specified_rules if introspection else (*specified_rules, NoIntrospection)
-    errors = validate(
-        executable_schema(),
-        parsing.parse_document(text),
-        specified,
-        max_errors=parsing.VALIDATION_ERRORS,
-        hide_suggestions=not introspection,
-    )
-    if len(errors) <= parsing.VALIDATION_ERRORS and any(
-        isinstance(error, ValidationAbortedError) for error in errors
-    ):
-        # aborted before max_errors was reached: graphql-core gave up on the document itself
-        return (parsing.TooComplex("The query is too complex to validate."),)
-    return tuple(parsing.with_code(error, "GRAPHQL_VALIDATION_FAILED") for error in errors)
+def prepared() -> Prepared:
+    """This request read, parsed and priced, once: the rate limit asks first, the view next."""
+    found = g.get("graphql")
+    if found is None:
+        try:
+            found = _prepare()
+        except ServiceError as error:
+            found = error
+        g.graphql = found
+    if isinstance(found, ServiceError):
+        raise found
+    return found
 
 
-def prepared() -> tuple:
-    """(request, document, executor, request errors, cost or None if too complex), once."""
-    if "graphql_prepared" not in g:
-        data = _read_request()
-        digest = persisted_digest(data)
-        if digest is not None and data.get("query") is None:
-            data["query"] = get_store().get_persisted(digest)
-        elif digest is not None:
-            g.graphql_persist = digest  # stored once the document proves valid
-        g.graphql_prepared = (data, *_prepare(data))
-    return g.graphql_prepared
-
-
-def _prepare(data: dict) -> tuple:
-    if data["query"] is None:  # a persisted query's hash this service does not know
-        return None, None, (), 1
-    schema, config, name = executable_schema(), current_app.config, data.get("operationName")
+def _prepare() -> Prepared:
+    data = read_request()
+    digest = to_store = persisted_digest(data)
+    if data.get("query") is None:  # a persisted query's hash alone
+        data["query"], to_store = get_store().get_persisted(digest), None
+        if data["query"] is None:  # not known here: 1, as any request
+            return Prepared(data, None, None, 1, None)
+    parsing.check_variables(data.get("variables"))
     try:
         document = parsing.parse_document(data["query"])
-        parsing.check_variables(data.get("variables"))
-    except parsing.TooComplex as error:
-        return None, None, [error], None
-    except GraphQLError as error:
-        return None, None, [error], 1
-    operation = get_operation_ast(document, name)  # None: no such operation, nothing runs
+    except GraphQLError:  # a syntax error: graphql_sync's parser answers it
+        return Prepared(data, None, None, 1, None)
+    operation = get_operation_ast(document, data.get("operationName"))
     if reads_url() and operation is not None and operation.operation != OperationType.QUERY:
         raise with_headers(MethodNotAllowed("Mutations must be sent with POST."), {"Allow": "POST"})
-    executor = LeafExecutor.build(
-        schema,
-        document,
-        context_value=Context(get_store(), authenticate(), Batches()),
-        raw_variable_values=data.get("variables") or {},
-        operation_name=name,
-        max_coercion_errors=parsing.COERCION_ERRORS,
+    if data.get("variables"):
+        cost, why = meter.price(executable_schema(), document, operation, data["variables"])
+    else:  # a function of the text alone: kept with it
+        cost, why = priced(data["query"], data.get("operationName"))
+    most, (window, limit) = current_app.config["GRAPHQL_MAX_COST"], ratelimit.budget()
+    if cost > most:
+        raise QueryTooComplex(
+            f"The query {why}; the limit is {most}. "
+            "Ask for fewer (smaller limits) or split the query."
+        )
+    if cost > window:
+        raise QueryTooComplex(
+            f"The query {why}, more than the {window} your rate limit ({limit}) allows in a "
+            "whole window, so it can never run. Ask for fewer (smaller limits), split the "
+            "query, or use a key with a larger limit."
+        )
+    return Prepared(data, document, operation, cost, to_store)
+
+
+@parsing.by_text
+def priced(text: str, operation_name: str | None) -> tuple[int, str]:
+    """meter.price of a text run without variables."""
+    document = parsing.parse_document(text)
+    operation = get_operation_ast(document, operation_name)
+    return meter.price(executable_schema(), document, operation, None)
+
+
+def rate_limit_cost() -> int:
+    """What the rate limit charges this request (the web layer asks, once authenticated);
+    raises QueryTooComplex (and the request's other errors) rather than pricing them."""
+    if asks_for_explorer():
+        return 1
+    response_type()
+    authenticate()
+    return prepared().cost
+
+
+@parsing.by_text
+def validated(text: str, rules: tuple, hide_suggestions: bool) -> list:
+    """Validation errors of a text: the limits first (cheap), and only within them
+    graphql-core's own rules, whose work the limits and the cost bound."""
+    document, limits = parsing.parse_document(text), [r for r in rules if meter.is_limit(r)]
+    errors = list({e.message: e for e in validate(executable_schema(), document, limits)}.values())
+    if not errors:
+        others = [rule for rule in rules if rule not in limits]
+        errors = validate(
+            executable_schema(),
+            document,
+            others,
+            max_errors=parsing.VALIDATION_ERRORS,
+            hide_suggestions=hide_suggestions,
+        )
+        for error in errors:  # graphql-core's own (an aborted validation's last one too)
+            error.extensions = {"code": "GRAPHQL_VALIDATION_FAILED", **(error.extensions or {})}
+    return errors
+
+
+def execute(caller, data: dict, op) -> tuple[dict, bool]:
+    """Run the request through ariadne; the answer and whether it is a request error."""
+    config = current_app.config
+    text = data["query"]
+    ok, result = graphql_sync(
+        executable_schema(),
+        data,
+        context_value=Context(get_store(), caller, Batches()),
+        query_parser=lambda _context, _data: parsing.parse_document(text),
+        query_validator=lambda _schema, _document, rules, **_: validated(
+            text, tuple(rules), not config["INTROSPECTION"]
+        ),
+        validation_rules=meter.limit_rules(
+            config["GRAPHQL_MAX_DEPTH"], config["GRAPHQL_MAX_ALIASES"]
+        ),
+        introspection=config["INTROSPECTION"],
+        # an error of no field when the operation was found: its variables did not coerce
+        error_formatter=partial(
+            format_error, request_code=f"BAD_{'USER_INPUT' if op else 'REQUEST'}"
+        ),
+        logger=QUIET,
+        max_coercion_errors=COERCION_ERRORS,
         hide_suggestions=not config["INTROSPECTION"],
     )
-    values = None if isinstance(executor, list) else executor.variable_values
-    errors, cost = limits_of(schema, document, values, operation, config, ratelimit.budget())
-    if errors:
-        return None, None, errors, None
-    errors = validated(data["query"], config["INTROSPECTION"])
-    if errors:
-        # measured before it was validated, an invalid document pays its estimate: documents
-        # made to be expensive to validate cannot be sent for 1 each
-        too_complex = isinstance(errors[0], parsing.TooComplex)
-        return None, None, errors, None if too_complex else max(1, cost)
-    if isinstance(executor, list):
-        # no such operation (a bad request), or variables that do not fit (bad user input)
-        code = "BAD_USER_INPUT" if operation is not None else "BAD_REQUEST"
-        return document, None, [parsing.with_code(error, code) for error in executor], 1
-    if not data.get("variables") and introspective(operation):
-        g.graphql_answers = services().introspection  # the app's kept introspection answers
-        if (data["query"], name) in g.graphql_answers:
-            cost = 1  # the kept answer is reused
-    return document, executor, (), cost
-
-
-def rate_limit_cost() -> int | None:
-    """What the rate limit charges this request (web.ratelimit asks, once authenticated)."""
-    response_type()  # a request answered 406 costs 1, as any other error
-    return prepared()[4]
-
-
-def execute() -> tuple[dict, bool]:
-    """Run this GraphQL request; returns the result and whether it was a request error."""
-    data, document, executor, errors, cost = prepared()
-    persist = g.get("graphql_persist") if document is not None else None  # a valid document
-    if persist and len(data["query"].encode("utf-8", "surrogatepass")) <= PERSISTED_MAX_BYTES:
-        get_store().put_persisted(persist, data["query"], PERSISTED_KEEP)
-    if errors:
-        return {"errors": [format_error(error) for error in errors]}, True
-    operation = executor.operation  # counted by web.metrics once answered
-    name = operation.name.value if operation.name else None
-    g.graphql_operation = (name, operation.operation.value, cost)
-    answers = g.get("graphql_answers")
-    key = data["query"], data.get("operationName")
-    if answers is not None and key in answers:
-        return answers[key], False
-    result = executor.execute_operation()
-    answer = {"data": result.data}
-    if result.errors:
-        answer["errors"] = [format_error(error) for error in result.errors]
-    if answers is not None and len(answers) < INTROSPECTION_ANSWERS:
-        answers[key] = answer
-    return answer, False
+    # a request error (parse, validation, variables, no such operation): errors, no data
+    request_error = result.get("data") is None and all(
+        "path" not in error for error in result.get("errors", ())
+    )
+    if request_error:
+        result.pop("data", None)
+    return result, request_error
 
 
 def graphql_names(errors):
@@ -229,7 +261,7 @@ def graphql_names(errors):
     return errors
 
 
-def format_error(error: GraphQLError) -> dict:
+def format_error(error: GraphQLError, debug=False, request_code="BAD_REQUEST") -> dict:
     """Every error gets extensions.code; a resolver's own exception text never leaves."""
     formatted = error.formatted
     original = unwrap_graphql_error(error)
@@ -243,14 +275,14 @@ def format_error(error: GraphQLError) -> dict:
             extensions["errors"], omitted = bounded_errors(named)
             if omitted:
                 extensions["errors_omitted"] = omitted
-    elif original is not None:
+    elif original is not None and original is not error:
         log.error("resolver failed at %s", error.path, exc_info=original)
         formatted["message"] = "Internal server error"
         extensions = {"code": "INTERNAL_SERVER_ERROR"}
     else:
         extensions = dict(error.extensions or {})
         if not extensions.get("code"):
-            extensions["code"] = "BAD_REQUEST" if error.path is None else "INTERNAL_SERVER_ERROR"
+            extensions["code"] = request_code if error.path is None else "INTERNAL_SERVER_ERROR"
     formatted["extensions"] = extensions
     return formatted
 
@@ -315,19 +347,26 @@ def graphql_response(body, status: int, media: str, headers=None) -> Response:
 
 @bp.route("/graphql", methods=["GET", "POST"])
 def graphql_endpoint():
-    if reads_url() and "query" not in request.args and "extensions" not in request.args:
+    if asks_for_explorer():
         # a browser (it prefers HTML to both JSON types) gets the explorer, open to anyone
         browser = negotiate((JSON, GRAPHQL_RESPONSE, HTML)) == HTML
         if browser and current_app.config["EXPLORER"] != "none":
             return explorer_response()
         raise BadRequest("Send a query: GET /graphql?query={...} or POST a JSON body.")
     media = response_type()
-    authenticate()
-    data = prepared()[0]
+    caller = authenticate()
+    data, _document, operation, cost, to_store = prepared()
     if data["query"] is None:
         # HTTP 200: Apollo's clients answer it by sending the query with its hash
         return graphql_response(PERSISTED_NOT_FOUND, 200, media)
-    result, request_error = execute()
+    result, request_error = execute(caller, data, operation)
+    if not request_error:
+        name = operation.name.value if operation.name else None
+        g.graphql_operation = (name, operation.operation.value, cost)  # for web.metrics
+        size = len(data["query"].encode("utf-8", "surrogatepass"))
+        if to_store and size <= PERSISTED_MAX_BYTES:  # valid: Apollo's clients will send the hash
+            keep = (PERSISTED_KEEP, PERSISTED_KEEP_PER_CALLER)
+            get_store().put_persisted(to_store, data["query"], caller.key, *keep)
     status = 400 if request_error and media == GRAPHQL_RESPONSE else 200
     if request.args.get("unwrap") == "1" and reads_url() and "errors" not in result:
         result = result["data"]  # a request error has errors: this is a 200
@@ -360,4 +399,6 @@ def graphql_error(error):
     if field_errors:
         entry["extensions"]["errors"] = field_errors
     media = negotiate((JSON, GRAPHQL_RESPONSE)) or JSON  # JSON also for a 406
+    if isinstance(error, QueryTooComplex) and media == JSON:
+        status = 200  # a request error: under application/json, 200 with errors
     return graphql_response({"errors": [entry]}, status, media, headers)

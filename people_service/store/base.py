@@ -1,10 +1,11 @@
 """The store's one interface: its SQL (people's in a mixin) and the migrations of both backends."""
 
 import os
+import time
 from contextlib import contextmanager
 
 from ..errors import Conflict, ServiceError
-from .people import PeopleStore, insert, now_iso
+from .people import PeopleStore, insert, iso, now_iso
 
 READ_ONLY = "The database is read-only; nothing was written."
 USER_COLUMNS = "id, username, scopes, rate_limit, created_at, last_used, request_count, disabled_at"
@@ -103,6 +104,15 @@ MIGRATIONS = [
         document TEXT NOT NULL,
         created_at TEXT NOT NULL
     )
+    """,
+    # 5: the events table (the coordinator's; this list is renumbered when it is merged)
+    # persisted queries are bounded per caller too, least recently used first out
+    """
+    ALTER TABLE persisted_queries ADD COLUMN owner TEXT NOT NULL DEFAULT '';
+    ALTER TABLE persisted_queries ADD COLUMN used_at TEXT NOT NULL DEFAULT '';
+    UPDATE persisted_queries SET used_at = created_at;
+    CREATE INDEX persisted_queries_used ON persisted_queries (used_at);
+    CREATE INDEX persisted_queries_owner ON persisted_queries (owner, used_at)
     """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -334,22 +344,37 @@ class Store(PeopleStore):
             (status, body, caller, key),
         )
 
-    def get_persisted(self, digest: str) -> str | None:
-        """The document stored under a hex SHA-256, if any."""
-        sql = "SELECT document FROM persisted_queries WHERE hash = ?"
+    def get_persisted(self, digest: str, fresh_for: float = 600) -> str | None:
+        """The document stored under a hex SHA-256, if any; its last use is written down
+        when older than `fresh_for` seconds (not on every request that sends it)."""
+        sql = "SELECT document, used_at FROM persisted_queries WHERE hash = ?"
         row = self._execute(sql, (digest,)).fetchone()
-        return row["document"] if row else None
+        if row is None:
+            return None
+        if row["used_at"] < iso(time.time() - fresh_for):
+            self._execute(
+                "UPDATE persisted_queries SET used_at = ? WHERE hash = ?", (now_iso(), digest)
+            )
+        return row["document"]
 
-    def put_persisted(self, digest: str, document: str, keep: int) -> None:
-        """Store a document under its SHA-256; past `keep` documents, the oldest go."""
+    def put_persisted(
+        self, digest: str, document: str, owner: str = "", keep: int = 1000, per_owner: int = 100
+    ) -> None:
+        """Store a document under its SHA-256 for `owner` (once: a stored hash is left as it
+        is); past `per_owner` documents of its owner or `keep` in all, the least recently used
+        go."""
+        if self.get_persisted(digest) is not None:
+            return
+        least_used = (
+            "DELETE FROM persisted_queries WHERE {0} hash NOT IN (SELECT hash FROM"
+            " persisted_queries WHERE {0} TRUE ORDER BY used_at DESC, hash DESC LIMIT ?)"
+        )
         with self.transaction():
+            now = now_iso()
             self._execute(
-                "INSERT INTO persisted_queries (hash, document, created_at) VALUES (?, ?, ?)"
-                " ON CONFLICT (hash) DO NOTHING",
-                (digest, document, now_iso()),
+                "INSERT INTO persisted_queries (hash, document, created_at, owner, used_at)"
+                " VALUES (?, ?, ?, ?, ?) ON CONFLICT (hash) DO NOTHING",
+                (digest, document, now, owner, now),
             )
-            self._execute(
-                "DELETE FROM persisted_queries WHERE hash NOT IN (SELECT hash FROM"
-                " persisted_queries ORDER BY created_at DESC, hash DESC LIMIT ?)",
-                (keep,),
-            )
+            self._execute(least_used.format("owner = ? AND"), (owner, owner, per_owner))
+            self._execute(least_used.format(""), (keep,))
