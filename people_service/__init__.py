@@ -79,7 +79,7 @@ def create_app(config: dict | None = None) -> "Flask":
         metrics.init_app(app)  # first: its after_request runs last, once the answer is final
     problems.init_app(app)
     lifecycle.init_app(app)  # before the limiter: its after_request must run after the limiter's
-    for bp in (people.bp, people.messages, ops.bp, ops.tokens, graphql.bp, ops.front, pages.bp):
+    for bp in (people.bp, ops.bp, ops.tokens, graphql.bp, ops.front, pages.bp):
         app.register_blueprint(bp)
     pages.init_cors(app)  # before the limiter: preflights are answered before anyone is charged
     services.limiter = ratelimit.init_app(
