@@ -16,11 +16,15 @@ NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$"
 SCOPES = ("read", "write", "admin")
 
 
-class FullMatch(validate.Regexp):
-    def __call__(self, value):
-        if not isinstance(value, str) or self.regex.fullmatch(value) is None:
-            raise ValidationError(self._format_error(value))
-        return value
+def full_match(pattern: str, error: str):
+    """A validator: the whole value matches (marshmallow's Regexp lets `$` pass a final newline)."""
+    regex = re.compile(pattern)
+
+    def check(value: str) -> None:
+        if regex.fullmatch(value) is None:
+            raise ValidationError(error)
+
+    return check
 
 
 def is_id(value) -> bool:
@@ -53,10 +57,12 @@ def text(max_length: int, min_length: int = 0, kind: type[Text] = Text, **kwargs
     return kind(validate=[validate.Length(min=min_length, max=max_length), _NO_NUL], **kwargs)
 
 
-class Id(fields.String):
-    def __init__(self, **kwargs):
-        kwargs["metadata"] = {"example": "17", **kwargs.get("metadata", {})}
-        super().__init__(validate=FullMatch(ID_PATTERN, error="Not a valid id."), **kwargs)
+def id_field(metadata: dict | None = None, **kwargs) -> fields.String:
+    """A person or message id as a string: "17"."""
+    metadata = {"pattern": ID_PATTERN, "example": "17", **(metadata or {})}
+    return fields.String(
+        validate=full_match(ID_PATTERN, "Not a valid id."), metadata=metadata, **kwargs
+    )
 
 
 class WholeNumber(fields.Integer):
@@ -128,11 +134,11 @@ class PersonPatchSchema(PersonSchema):
 
 
 class PersonUpdateSchema(PersonPatchSchema):
-    id = Id(required=True)
+    id = id_field(required=True)
 
 
 class MessageSchema(Schema):
-    person_id = Id(required=True)
+    person_id = id_field(required=True)
     content = text(10_000, 1, required=True)
 
 
@@ -210,8 +216,8 @@ class PeopleQuerySchema(PageSchema):
 
 
 class ImportPersonSchema(PersonSchema):
-    id = Id(required=True)
-    friends = fields.List(Id(), load_default=list)
+    id = id_field(required=True)
+    friends = fields.List(id_field(), load_default=list)
 
 
 class Scopes(fields.Field):
@@ -235,7 +241,7 @@ NAME_RULE = "1 to 64 letters, digits or . _ @ -, starting with a letter or digit
 
 
 class KeyRequestSchema(Schema):
-    name = fields.String(required=True, validate=FullMatch(NAME_PATTERN, error=NAME_RULE))
+    name = fields.String(required=True, validate=full_match(NAME_PATTERN, NAME_RULE))
     scopes = Scopes(load_default=lambda: ["read", "write"])
     rate_limit = fields.String(load_default=None, allow_none=True, validate=_rate_limit)
 
@@ -251,7 +257,7 @@ class Password(Text):
 
 
 class UserRequestSchema(Schema):
-    username = fields.String(required=True, validate=FullMatch(NAME_PATTERN, error=NAME_RULE))
+    username = fields.String(required=True, validate=full_match(NAME_PATTERN, NAME_RULE))
     password = text(1024, passwords.MIN_LENGTH, Password, required=True)
     scopes = Scopes(load_default=lambda: ["read", "write"])
     rate_limit = fields.String(load_default=None, allow_none=True, validate=_rate_limit)
