@@ -37,24 +37,20 @@ def is_username(value) -> bool:
     return isinstance(value, str) and re.fullmatch(NAME_PATTERN, value) is not None
 
 
-# JSON allows "\u0000" and lone surrogates ("\ud800"); neither can be stored or echoed safely.
-_NO_NUL = validate.Regexp(r"^[^\x00]*$", error="Must not contain NUL characters.")
+def _storable(value: str) -> None:
+    """JSON allows "\u0000" and lone surrogates ("\ud800"); neither can be stored or echoed."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValidationError("Must be valid Unicode (no lone surrogates).") from None
+    if "\x00" in value:
+        raise ValidationError("Must not contain NUL characters.")
 
 
-class Text(fields.String):
-    """A string that SQLite and UTF-8 can hold: no NUL, no lone surrogate."""
-
-    def _deserialize(self, value, attr, data, **kwargs):
-        text = super()._deserialize(value, attr, data, **kwargs)
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:
-            raise ValidationError("Must be valid Unicode (no lone surrogates).") from None
-        return text
-
-
-def text(max_length: int, min_length: int = 0, kind: type[Text] = Text, **kwargs) -> Text:
-    return kind(validate=[validate.Length(min=min_length, max=max_length), _NO_NUL], **kwargs)
+def text(max_length: int, min_length: int = 0, *rules, **kwargs) -> fields.String:
+    """A string that SQLite and UTF-8 can hold, of a length between the two."""
+    length = validate.Length(min=min_length, max=max_length)
+    return fields.String(validate=[_storable, length, *rules], **kwargs)
 
 
 def id_field(metadata: dict | None = None, **kwargs) -> fields.String:
@@ -240,27 +236,23 @@ def _rate_limit(value: str) -> None:
 NAME_RULE = "1 to 64 letters, digits or . _ @ -, starting with a letter or digit."
 
 
-class KeyRequestSchema(Schema):
+class GrantSchema(Schema):
+    scopes = Scopes(load_default=lambda: ["read", "write"])
+    rate_limit = fields.String(load_default=None, allow_none=True, validate=_rate_limit)
+
+
+class KeyRequestSchema(GrantSchema):
     name = fields.String(required=True, validate=full_match(NAME_PATTERN, NAME_RULE))
-    scopes = Scopes(load_default=lambda: ["read", "write"])
-    rate_limit = fields.String(load_default=None, allow_none=True, validate=_rate_limit)
 
 
-class Password(Text):
-    """A password that is not a common or guessable one."""
-
-    def _deserialize(self, value, attr, data, **kwargs):
-        password = super()._deserialize(value, attr, data, **kwargs)
-        if len(password) >= passwords.MIN_LENGTH and passwords.guessable(password):
-            raise ValidationError("Too common or too easy to guess; choose another.")
-        return password
+def _not_guessable(password: str) -> None:
+    if len(password) >= passwords.MIN_LENGTH and passwords.guessable(password):
+        raise ValidationError("Too common or too easy to guess; choose another.")
 
 
-class UserRequestSchema(Schema):
+class UserRequestSchema(GrantSchema):
     username = fields.String(required=True, validate=full_match(NAME_PATTERN, NAME_RULE))
-    password = text(1024, passwords.MIN_LENGTH, Password, required=True)
-    scopes = Scopes(load_default=lambda: ["read", "write"])
-    rate_limit = fields.String(load_default=None, allow_none=True, validate=_rate_limit)
+    password = text(1024, passwords.MIN_LENGTH, _not_guessable, required=True)
 
 
 class TokenRequestSchema(Schema):

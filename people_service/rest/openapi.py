@@ -2,6 +2,7 @@
 query-string check that makes the documented parameters the only ones a route takes."""
 
 import re
+from collections import Counter
 from importlib.metadata import PackageNotFoundError, version
 
 from apispec import APISpec
@@ -165,23 +166,19 @@ def build_spec(app, unlimited: set[str]) -> dict:
     for name, (schema, text) in HEADERS.items():
         spec.components.header(name, {"schema": schema, "description": text})
     spec.components.schema("Problem", schema=ProblemSchema)
-    rules = [rule for rule in app.url_map.iter_rules() if rule.endpoint in app.view_functions]
-    rules = [rule for rule in rules if hasattr(app.view_functions[rule.endpoint], "apidoc")]
-    served: dict[str, int] = {}  # a view may answer several methods (update_person: PATCH, POST)
-    for rule in rules:
-        served[rule.endpoint] = served.get(rule.endpoint, 0) + len(
-            rule.methods - {"HEAD", "OPTIONS"}
-        )
+    views = app.view_functions
+    rules = [
+        rule for rule in app.url_map.iter_rules() if hasattr(views.get(rule.endpoint), "apidoc")
+    ]
+    routes = Counter(rule.endpoint for rule in rules)  # update_person answers PATCH and POST
     paths: dict[str, dict] = {}
     for rule in rules:
-        view = app.view_functions[rule.endpoint]
+        view, post = views[rule.endpoint], "_post" if routes[rule.endpoint] > 1 else ""
         operations = paths.setdefault(re.sub(r"<id:(\w+)>", r"{\1}", rule.rule), {})
         for method in sorted(rule.methods - {"HEAD", "OPTIONS"}):
-            name = view.__name__
-            if method == "POST" and served[rule.endpoint] > 1:
-                name += "_post"  # POST /person/{id}: PATCH for clients that only POST
             limited = rule.endpoint not in unlimited
             operation = _operation(view.apidoc, method, sorted(rule.arguments), limited)
+            name = view.__name__ + (post if method == "POST" else "")  # POST /person/{id}
             operations[method.lower()] = {"operationId": name, **operation}
     for path, operations in paths.items():
         spec.path(path=path, operations=operations)
