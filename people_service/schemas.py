@@ -16,11 +16,15 @@ NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$"
 SCOPES = ("read", "write", "admin")
 
 
-class FullMatch(validate.Regexp):
-    def __call__(self, value):
-        if not isinstance(value, str) or self.regex.fullmatch(value) is None:
-            raise ValidationError(self._format_error(value))
-        return value
+def full_match(pattern: str, error: str):
+    """A validator: the whole value matches (marshmallow's Regexp lets `$` pass a final newline)."""
+    regex = re.compile(pattern)
+
+    def check(value: str) -> None:
+        if regex.fullmatch(value) is None:
+            raise ValidationError(error)
+
+    return check
 
 
 def is_id(value) -> bool:
@@ -33,30 +37,28 @@ def is_username(value) -> bool:
     return isinstance(value, str) and re.fullmatch(NAME_PATTERN, value) is not None
 
 
-# JSON allows "\u0000" and lone surrogates ("\ud800"); neither can be stored or echoed safely.
-_NO_NUL = validate.Regexp(r"^[^\x00]*$", error="Must not contain NUL characters.")
+def _storable(value: str) -> None:
+    """JSON allows "\u0000" and lone surrogates ("\ud800"); neither can be stored or echoed."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValidationError("Must be valid Unicode (no lone surrogates).") from None
+    if "\x00" in value:
+        raise ValidationError("Must not contain NUL characters.")
 
 
-class Text(fields.String):
-    """A string that SQLite and UTF-8 can hold: no NUL, no lone surrogate."""
-
-    def _deserialize(self, value, attr, data, **kwargs):
-        text = super()._deserialize(value, attr, data, **kwargs)
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:
-            raise ValidationError("Must be valid Unicode (no lone surrogates).") from None
-        return text
+def text(max_length: int, min_length: int = 0, *rules, **kwargs) -> fields.String:
+    """A string that SQLite and UTF-8 can hold, of a length between the two."""
+    length = validate.Length(min=min_length, max=max_length)
+    return fields.String(validate=[_storable, length, *rules], **kwargs)
 
 
-def text(max_length: int, min_length: int = 0, kind: type[Text] = Text, **kwargs) -> Text:
-    return kind(validate=[validate.Length(min=min_length, max=max_length), _NO_NUL], **kwargs)
-
-
-class Id(fields.String):
-    def __init__(self, **kwargs):
-        kwargs["metadata"] = {"example": "17", **kwargs.get("metadata", {})}
-        super().__init__(validate=FullMatch(ID_PATTERN, error="Not a valid id."), **kwargs)
+def id_field(metadata: dict | None = None, **kwargs) -> fields.String:
+    """A person or message id as a string: "17"."""
+    metadata = {"pattern": ID_PATTERN, "example": "17", **(metadata or {})}
+    return fields.String(
+        validate=full_match(ID_PATTERN, "Not a valid id."), metadata=metadata, **kwargs
+    )
 
 
 class WholeNumber(fields.Integer):
@@ -128,11 +130,11 @@ class PersonPatchSchema(PersonSchema):
 
 
 class PersonUpdateSchema(PersonPatchSchema):
-    id = Id(required=True)
+    id = id_field(required=True)
 
 
 class MessageSchema(Schema):
-    person_id = Id(required=True)
+    person_id = id_field(required=True)
     content = text(10_000, 1, required=True)
 
 
@@ -210,8 +212,8 @@ class PeopleQuerySchema(PageSchema):
 
 
 class ImportPersonSchema(PersonSchema):
-    id = Id(required=True)
-    friends = fields.List(Id(), load_default=list)
+    id = id_field(required=True)
+    friends = fields.List(id_field(), load_default=list)
 
 
 class Scopes(fields.Field):
@@ -234,27 +236,23 @@ def _rate_limit(value: str) -> None:
 NAME_RULE = "1 to 64 letters, digits or . _ @ -, starting with a letter or digit."
 
 
-class KeyRequestSchema(Schema):
-    name = fields.String(required=True, validate=FullMatch(NAME_PATTERN, error=NAME_RULE))
+class GrantSchema(Schema):
     scopes = Scopes(load_default=lambda: ["read", "write"])
     rate_limit = fields.String(load_default=None, allow_none=True, validate=_rate_limit)
 
 
-class Password(Text):
-    """A password that is not a common or guessable one."""
-
-    def _deserialize(self, value, attr, data, **kwargs):
-        password = super()._deserialize(value, attr, data, **kwargs)
-        if len(password) >= passwords.MIN_LENGTH and passwords.guessable(password):
-            raise ValidationError("Too common or too easy to guess; choose another.")
-        return password
+class KeyRequestSchema(GrantSchema):
+    name = fields.String(required=True, validate=full_match(NAME_PATTERN, NAME_RULE))
 
 
-class UserRequestSchema(Schema):
-    username = fields.String(required=True, validate=FullMatch(NAME_PATTERN, error=NAME_RULE))
-    password = text(1024, passwords.MIN_LENGTH, Password, required=True)
-    scopes = Scopes(load_default=lambda: ["read", "write"])
-    rate_limit = fields.String(load_default=None, allow_none=True, validate=_rate_limit)
+def _not_guessable(password: str) -> None:
+    if len(password) >= passwords.MIN_LENGTH and passwords.guessable(password):
+        raise ValidationError("Too common or too easy to guess; choose another.")
+
+
+class UserRequestSchema(GrantSchema):
+    username = fields.String(required=True, validate=full_match(NAME_PATTERN, NAME_RULE))
+    password = text(1024, passwords.MIN_LENGTH, _not_guessable, required=True)
 
 
 class TokenRequestSchema(Schema):

@@ -11,8 +11,7 @@ from click.testing import CliRunner
 
 from people_service import credentials
 from people_service.cli import cli as command_group
-from people_service.cli import main
-from people_service.cli.commands import table
+from people_service.cli import main, table
 from people_service.store import open_store
 from people_service.store.base import Store as CredentialStore
 
@@ -217,7 +216,7 @@ def test_passwords_must_be_long_and_uncommon(tmp_path, capsys):
 
 def test_the_prompt_asks_again_for_a_password_that_breaks_a_rule(tmp_path, monkeypatch):
     """It used to ask for the confirmation of a too-short password, then give up."""
-    from people_service.cli import commands
+    from people_service import cli as commands
 
     monkeypatch.setattr(commands, "stdin_is_a_terminal", lambda: True)
     db = database(tmp_path)

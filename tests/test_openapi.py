@@ -189,6 +189,16 @@ def test_put_and_patch_bodies_may_repeat_the_path_id(client):
         assert schema["additionalProperties"] is False
 
 
+def test_timestamps_are_declared_as_date_time(client, headers):
+    components = client.get("/openapi.json").json["components"]["schemas"]
+    last_used = components["Caller"]["properties"]["last_used"]
+    assert last_used == {"type": ["string", "null"], "format": "date-time"}
+    assert components["MessageOut"]["properties"]["created_at"]["format"] == "date-time"
+    client.get("/me", headers=headers)
+    stamp = client.get("/me", headers=headers).json["last_used"]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", stamp), stamp
+
+
 def test_problem_documents_declare_the_count_of_omitted_errors(client):
     problem = client.get("/openapi.json").json["components"]["schemas"]["Problem"]
     assert problem["properties"]["errors_omitted"]["type"] == "integer"

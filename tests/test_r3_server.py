@@ -460,7 +460,7 @@ def test_spooled_bodies_up_to_the_connection_limit_do_not_exhaust_descriptors(tm
 # collected file (a body waitress spooled for a client that left): the first SIGTERM is lost.
 LOST_STOP = """
 import os, select, signal, sys
-from people_service.cli.base import main
+from people_service.cli import main
 
 class Collected:
     def __del__(self):

@@ -1,7 +1,8 @@
-"""The OpenAPI 3.1 document, built from the routes and their schemas; the query strings allowed."""
+"""The OpenAPI 3.1 document, built by apispec from the views' marshmallow schemas, and the
+query-string check that makes the documented parameters the only ones a route takes."""
 
-import functools
 import re
+from collections import Counter
 from importlib.metadata import PackageNotFoundError, version
 
 from apispec import APISpec
@@ -30,38 +31,50 @@ ERROR_TEXT = {
     503: "The database is unavailable, or logins are busy; retry after Retry-After seconds.",
     507: "The database is full; nothing was written. Reads still work.",
 }
-# Statuses any operation can answer (a bad override or parameter, too large, a failure)
-ALWAYS = {400, 413, 431, 500, 503}
-# A view's first method of these is named as the view, others get a suffix (update_person_post)
-METHOD_ORDER = ("GET", "PUT", "PATCH", "DELETE", "POST")
+ALWAYS = {400, 413, 431, 500, 503}  # a bad override or parameter, too large, a failure
+ERROR_HEADERS = {401: ["WWW-Authenticate"], 429: ["Retry-After"], 503: ["Retry-After"]}
+RATE_HEADERS = ["X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"]
+STRING, INTEGER = {"type": "string"}, {"type": "integer"}
+HEADERS = {  # every response header the service sends: (schema, description)
+    "X-Request-ID": (
+        STRING,
+        "The request's id: the client's X-Request-ID if it was one of letters, digits and "
+        "`._:/+=@-` (1-128), else a new one. The access log names it.",
+    ),
+    "X-RateLimit-Limit": (INTEGER, "Requests the caller may make in the current window."),
+    "X-RateLimit-Remaining": (INTEGER, "Requests left in the current window."),
+    "X-RateLimit-Reset": (INTEGER, "When the window resets, in seconds since the epoch."),
+    "Retry-After": (INTEGER, "Seconds to wait before trying again."),
+    "WWW-Authenticate": (STRING, "How to authenticate: an API key or a bearer token."),
+    "ETag": (STRING, "The person's current version."),
+    "Location": (STRING, "The URL of what was created."),
+    "X-Total-Count": (INTEGER, "Matches in all."),
+    "Link": (STRING, 'The next and previous pages: `</people?limit=10&offset=10>; rel="next"`.'),
+    "Idempotent-Replayed": (
+        {**STRING, "enum": ["true"]},
+        "`true` when this is the saved answer to an earlier request with the same Idempotency-Key.",
+    ),
+}
 # any text: what is not an entity tag of the person matches nothing
-ETAGS = {"type": "string", "examples": ["*", '"5cfe64247a3194e1aef01f703986f715572b8d1d"']}
-HEADER_PARAMS = {
+ETAGS = {**STRING, "examples": ["*", '"5cfe64247a3194e1aef01f703986f715572b8d1d"']}
+HEADER_PARAMETERS = {  # request headers a view may name: (schema, description)
     "If-Match": (ETAGS, "Only change the person if its ETag is one of these (or `*`)."),
     "If-None-Match": (ETAGS, "Answer 304 if the person's ETag is one of these."),
     "Idempotency-Key": (
-        {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[\\x20-\\x7e]+$"},
+        {**STRING, "minLength": 1, "maxLength": 255, "pattern": "^[\\x20-\\x7e]+$"},
         "Retrying with the same key and body within 24 h replays the answer.",
     ),
 }
 
 
-def doc(
-    summary: str,
-    *,
-    ok: dict,
-    description: str | None = None,
-    query=None,
-    body=None,
-    # one media type: client generators make code that fails for several
-    body_type: str = "application/json",
-    headers=(),
-    errors=(),
-    auth: bool = True,
-    tag: str = "people",
-):
-    """Describe a view for the OpenAPI document: `ok` maps statuses to (text, schema, headers)."""
-    meta = dict(locals())
+def doc(summary: str, *, ok: dict, query=None, body=None, headers=(), errors=(), **more):
+    """Describe a view for the OpenAPI document: `ok` maps statuses to (text, schema, headers);
+    `query` is the schema of the only query parameters the view takes. `more`: `description`,
+    `body_type` (one media type: client generators fail on several), `auth`, `tag`."""
+    meta = {"summary": summary, "ok": ok, "query": query, "body": body, "headers": headers}
+    meta |= {"errors": errors, "body_type": "application/json", "auth": True, "tag": "people"}
+    meta |= more
+    meta["parameters"] = frozenset(query().load_fields) if query else frozenset()
 
     def mark(view):
         view.apidoc = meta
@@ -70,85 +83,52 @@ def doc(
     return mark
 
 
-def _header(kind: str, description: str, **schema) -> dict:
-    return {"schema": {"type": kind, **schema}, "description": description}
-
-
-RESPONSE_HEADERS = {
-    "X-Request-ID": _header(
-        "string",
-        "The request's id: the client's X-Request-ID if it was one of letters, digits and "
-        "`._:/+=@-` (1-128), else a new one. The access log names it.",
-    ),
-    "X-RateLimit-Limit": _header("integer", "Requests the caller may make in the current window."),
-    "X-RateLimit-Remaining": _header("integer", "Requests left in the current window."),
-    "X-RateLimit-Reset": _header("integer", "When the window resets, in seconds since the epoch."),
-    "Retry-After": _header("integer", "Seconds to wait before trying again."),
-    "WWW-Authenticate": _header("string", "How to authenticate: an API key or a bearer token."),
-    "ETag": _header("string", "The person's current version."),
-    "Location": _header("string", "The URL of what was created."),
-    "X-Total-Count": _header("integer", "Matches in all."),
-    "Link": _header(
-        "string", 'The next and previous pages: `</people?limit=10&offset=10>; rel="next"`.'
-    ),
-    "Idempotent-Replayed": _header(
-        "string",
-        "`true` when this is the saved answer to an earlier request with the same Idempotency-Key.",
-        enum=["true"],
-    ),
-}
-RATE_HEADERS = ("X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset")
-# Headers of error answers beyond the ones every answer carries.
-ERROR_HEADERS = {401: ("WWW-Authenticate",), 429: ("Retry-After",), 503: ("Retry-After",)}
-
-
-def _operation(meta: dict, operation_id: str, method: str, path_params: list, limited: bool):
-    def headers(names) -> dict:
-        every = ("X-Request-ID", *(RATE_HEADERS if limited else ()), *names)
-        return {name: {"$ref": f"#/components/headers/{name}"} for name in every}
-
-    auth, body, params = meta["auth"], meta["body"] is not None, meta["headers"]
+def _operation(meta: dict, method: str, path_parameters: list, limited: bool) -> dict:
+    """One operation of the document: parameters, body, its answers and the errors it implies."""
+    auth, params = meta["auth"], meta["headers"]
     implied = {
         401: auth,
         403: auth,
         507: auth and method != "GET",
         429: limited,
-        415: body,
-        422: body or "Idempotency-Key" in params,  # the key was used with another body
-        404: bool(path_params),
+        415: meta["body"] is not None,
+        422: meta["body"] is not None or "Idempotency-Key" in params,  # a key reused
+        404: bool(path_parameters),
         412: "If-Match" in params,
     }
-    statuses = {status for status, applies in implied.items() if applies}
-    statuses |= ALWAYS | set(meta["errors"])
-    operation: dict = {"operationId": operation_id, "summary": meta["summary"]}
-    operation["tags"] = [meta["tag"]]
-    if meta["description"]:
-        operation["description"] = meta["description"]
-    id_schema = {"type": "string", "pattern": schemas.ID_PATTERN}
-    parameters: list = [
-        {"in": "path", "name": name, "required": True, "schema": id_schema} for name in path_params
+    statuses = ALWAYS | set(meta["errors"]) | {status for status, on in implied.items() if on}
+    every = ["X-Request-ID", *(RATE_HEADERS if limited else [])]
+    id_schema = {**STRING, "pattern": schemas.ID_PATTERN}
+    parameters = [
+        {"in": "path", "name": name, "required": True, "schema": id_schema}
+        for name in path_parameters
     ]
     if meta["query"] is not None:
         parameters.append({"in": "query", "schema": meta["query"]})
     for name in params:
-        schema, text = HEADER_PARAMS[name]
+        schema, text = HEADER_PARAMETERS[name]
         parameters.append({"in": "header", "name": name, "schema": schema, "description": text})
-    if parameters:
-        operation["parameters"] = parameters
-    if body:
-        content = {meta["body_type"]: {"schema": meta["body"]}}
-        operation["requestBody"] = {"required": True, "content": content}
-    responses = operation["responses"] = {}
+    responses = {}
     for status, (text, schema, names) in meta["ok"].items():
-        responses[str(status)] = {"description": text, "headers": headers(names)}
+        responses[str(status)] = {"description": text, "headers": dict.fromkeys(every + names)}
         if schema is not None:
             responses[str(status)]["content"] = {"application/json": {"schema": schema}}
     for status in sorted(statuses - set(meta["ok"])):
         responses[str(status)] = {
             "description": ERROR_TEXT[status],
-            "headers": headers(ERROR_HEADERS.get(status, ())),
+            "headers": dict.fromkeys(every + ERROR_HEADERS.get(status, [])),
             "content": {"application/problem+json": {"schema": "Problem"}},
         }
+    for answer in responses.values():  # apispec makes header names into references
+        answer["headers"] = {name: name for name in answer["headers"]}
+    operation = {"summary": meta["summary"], "tags": [meta["tag"]], "responses": responses}
+    if meta.get("description"):
+        operation["description"] = meta["description"]
+    if parameters:
+        operation["parameters"] = parameters
+    if meta["body"] is not None:
+        content = {meta["body_type"]: {"schema": meta["body"]}}
+        operation["requestBody"] = {"required": True, "content": content}
     operation["security"] = [{"ApiKey": []}, {"Bearer": []}] if auth else []
     return operation
 
@@ -161,8 +141,8 @@ def release() -> str:
         return "0"
 
 
-def build_spec(app, exempt: set[str]) -> dict:
-    """The OpenAPI document of every documented route of `app`."""
+def build_spec(app, unlimited: set[str]) -> dict:
+    """The OpenAPI document of every route of `app` whose view has @doc."""
     plugin = MarshmallowPlugin()
     spec = APISpec(
         title="people-service",
@@ -183,28 +163,23 @@ def build_spec(app, exempt: set[str]) -> dict:
     spec.components.security_scheme(
         "Bearer", {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"}
     )
-    for name, header in RESPONSE_HEADERS.items():
-        spec.components.header(name, header)
+    for name, (schema, text) in HEADERS.items():
+        spec.components.header(name, {"schema": schema, "description": text})
     spec.components.schema("Problem", schema=ProblemSchema)
+    views = app.view_functions
     rules = [
-        (rule, sorted(rule.methods - {"HEAD", "OPTIONS"}))
-        for rule in app.url_map.iter_rules()
-        if hasattr(app.view_functions.get(rule.endpoint), "apidoc")
+        rule for rule in app.url_map.iter_rules() if hasattr(views.get(rule.endpoint), "apidoc")
     ]
-    # a view may serve several rules (update_person: PATCH and POST): name them together
-    methods_of: dict[str, list[str]] = {}
-    for rule, methods in rules:
-        methods_of.setdefault(rule.endpoint, []).extend(methods)
+    routes = Counter(rule.endpoint for rule in rules)  # update_person answers PATCH and POST
     paths: dict[str, dict] = {}
-    for rule, methods in rules:
-        view = app.view_functions[rule.endpoint]
-        first = min(methods_of[rule.endpoint], key=METHOD_ORDER.index)
-        path = paths.setdefault(re.sub(r"<id:(\w+)>", r"{\1}", rule.rule), {})
-        for method in methods:
-            name = view.__name__ if method == first else f"{view.__name__}_{method.lower()}"
-            path[method.lower()] = _operation(
-                view.apidoc, name, method, sorted(rule.arguments), rule.endpoint not in exempt
-            )
+    for rule in rules:
+        view, post = views[rule.endpoint], "_post" if routes[rule.endpoint] > 1 else ""
+        operations = paths.setdefault(re.sub(r"<id:(\w+)>", r"{\1}", rule.rule), {})
+        for method in sorted(rule.methods - {"HEAD", "OPTIONS"}):
+            limited = rule.endpoint not in unlimited
+            operation = _operation(view.apidoc, method, sorted(rule.arguments), limited)
+            name = view.__name__ + (post if method == "POST" else "")  # POST /person/{id}
+            operations[method.lower()] = {"operationId": name, **operation}
     for path, operations in paths.items():
         spec.path(path=path, operations=operations)
     return spec.to_dict()
@@ -232,9 +207,7 @@ class MessageOutSchema(Schema):
     person_id = fields.String(required=True)
     content = fields.String(required=True)
     sender = fields.String(required=True)
-    created_at = fields.String(
-        required=True, metadata={"format": "date-time", "example": "2026-11-22T03:44:24.123Z"}
-    )
+    created_at = fields.DateTime(required=True, metadata={"example": "2026-11-22T03:44:24.123Z"})
 
 
 class TokenSchema(Schema):
@@ -249,7 +222,7 @@ class CallerSchema(Schema):
     scopes = fields.List(fields.String(), required=True)
     rate_limit = fields.String(required=True)
     request_count = fields.Integer(required=True)
-    last_used = fields.String(required=True, allow_none=True)
+    last_used = fields.DateTime(required=True, allow_none=True)
 
 
 class HealthSchema(Schema):
@@ -283,11 +256,11 @@ PATH_ID = {"description": "The id of the path, repeated; any other id is refused
 
 
 class PersonReplaceSchema(schemas.PersonSchema):
-    id = schemas.Id(metadata=PATH_ID)
+    id = schemas.id_field(metadata=PATH_ID)
 
 
 class PersonMergeSchema(schemas.PersonPatchSchema):
-    id = schemas.Id(metadata=PATH_ID)
+    id = schemas.id_field(metadata=PATH_ID)
 
 
 class IdConverter(BaseConverter):
@@ -296,44 +269,43 @@ class IdConverter(BaseConverter):
     regex = schemas.ID_PATTERN.strip("^$")
 
 
+def accepted(view) -> frozenset[str]:
+    """The query parameters a view takes: the fields of the query schema its @doc names."""
+    return getattr(view, "apidoc", {}).get("parameters", frozenset())
+
+
 SHOWN = 10  # names listed in one answer: a hostile query string cannot make it large
 
 
-@functools.cache
-def accepted(view) -> frozenset[str]:
-    """The query parameters of a view: the fields of the query schema its @doc names."""
-    schema = getattr(view, "apidoc", {}).get("query")
-    return frozenset(schema().load_fields) if schema else frozenset()
-
-
-def _check_request() -> None:
+def check_query() -> None:
+    """Refuse unknown and repeated query parameters (400), after credentials and scope."""
     if not request.query_string:
         return  # the common case costs nothing
     view = current_app.view_functions.get(request.endpoint)
-    if getattr(view, "requires_auth", False) and request.method != "OPTIONS":
-        # credentials and scope first, in the order `required` checks them: a caller
-        # without them learns nothing about the parameters (401/403 before 400)
+    if getattr(view, "apidoc", {}).get("auth") and request.method != "OPTIONS":
+        # 401 and 403 first, as `required` orders them: a caller without credentials or
+        # scope learns nothing about the parameters
         check_scope(authenticate(), "read" if request.method in ("GET", "HEAD") else "write")
-    args, allowed = request.args, accepted(view)
-    unknown = [name for name in args if name not in allowed]
+    allowed = accepted(view)
+    unknown = [name[:40] for name in request.args if name not in allowed][:SHOWN]
     if unknown:
-        takes = ", ".join(sorted(allowed)) if allowed else "no query parameters"
+        takes = ", ".join(sorted(allowed)) or "no query parameters"
         plural = "s" if len(unknown) > 1 else ""
-        listed = ", ".join(repr(name[:40]) for name in unknown[:SHOWN])
         raise BadRequest(
-            f"Unknown query parameter{plural} {listed}; {request.path} takes {takes}.",
-            errors={name[:40]: ["Unknown parameter."] for name in unknown[:SHOWN]},
+            f"Unknown query parameter{plural} {', '.join(map(repr, unknown))}; "
+            f"{request.path} takes {takes}.",
+            errors={name: ["Unknown parameter."] for name in unknown},
         )
-    repeated = [name for name, values in args.lists() if len(values) > 1]
+    repeated = [name for name, values in request.args.lists() if len(values) > 1]
     if repeated:
-        listed = ", ".join(repr(name[:40]) for name in repeated)
         raise BadRequest(
-            f"Query parameter {listed} given more than once; give each parameter once.",
+            f"Query parameter {', '.join(map(repr, repeated))} given more than once; "
+            "give each parameter once.",
             errors={name: ["Given more than once."] for name in repeated},
         )
 
 
 def strict_query(*blueprints: Blueprint) -> None:
-    """Refuse unknown and repeated query parameters on every route of these blueprints."""
+    """Check the query string of every route of these blueprints before its view."""
     for bp in blueprints:
-        bp.before_request(_check_request)
+        bp.before_request(check_query)

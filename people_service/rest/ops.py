@@ -1,7 +1,6 @@
 """Health, the OpenAPI document, the caller, logins, and the front page and docs (HTML or JSON)."""
 
 import threading
-from functools import partial
 
 from flask import Blueprint, current_app, render_template, request, url_for
 
@@ -20,7 +19,6 @@ tokens = Blueprint("tokens", __name__)
 front = Blueprint("front", __name__)
 strict_query(bp, tokens)
 
-ops_doc = partial(doc, tag="operations")
 FORM = "application/x-www-form-urlencoded"
 # One password check at a time per process: each costs about 0.2 s of CPU at the default work
 # factor, so a flood of logins, even refused ones, must not take every thread and core; a
@@ -38,13 +36,14 @@ DOCS_POLICY = content_security_policy(inline_styles=True)
 
 
 @bp.get("/health")
-@ops_doc(
+@doc(
     "Whether the service and its database answer",
     ok={
         200: ("Healthy.", HealthSchema, []),
         503: ("The database is missing, read-only or unreadable.", HealthSchema, []),
     },
     auth=False,
+    tag="operations",
 )
 def health():
     database = service.check_health(get_store())
@@ -65,7 +64,11 @@ def openapi():
 
 @bp.get("/me")
 @required
-@ops_doc("Who the caller is, its limit and its usage", ok={200: ("The caller.", CallerSchema, [])})
+@doc(
+    "Who the caller is, its limit and its usage",
+    ok={200: ("The caller.", CallerSchema, [])},
+    tag="operations",
+)
 def me():
     return json_response(caller_summary(current_caller()))
 

@@ -1,6 +1,5 @@
 """REST resources for people, their friendships and their messages (private to their sender)."""
 
-from functools import partial
 from urllib.parse import urlencode
 
 from flask import Blueprint, request, url_for
@@ -11,21 +10,25 @@ from .. import idempotency, schemas, service
 from ..web import get_store
 from ..web.caller import current_caller, required
 from ..web.jsonio import PATCH_TYPES, dump_json, json_body, json_response
-from . import openapi
-from .openapi import doc, strict_query
+from .openapi import (
+    MessageOutSchema,
+    PersonEntrySchema,
+    PersonMergeSchema,
+    PersonOutSchema,
+    PersonReplaceSchema,
+    doc,
+    strict_query,
+)
 
 bp = Blueprint("people", __name__)
-messages = Blueprint("messages", __name__)
-strict_query(bp, messages)
+strict_query(bp)
 
-OUT, MESSAGE, REPLAYED = openapi.PersonOutSchema, openapi.MessageOutSchema, "Idempotent-Replayed"
-PERSON = ("The person.", OUT, ["ETag"])
+REPLAYED = "Idempotent-Replayed"
+PERSON = ("The person.", PersonOutSchema, ["ETag"])
 NO_CONTENT = {204: ("Done.", None, [])}
 PAGE = ["X-Total-Count", "Link"]
-message_doc = partial(doc, tag="messages")
 # The order of the parameters in the Link header: paging first, then what the client asked.
 LINK_PARAMETERS = ("limit", "offset", *service.FILTERS, "sort")
-EMPTY = (None, "")
 
 
 def if_match():
@@ -56,7 +59,7 @@ def idempotent(store, what: str, data, action):
     return status, body, {REPLAYED: "true"} if replayed else {}
 
 
-def _person_response(person: dict, status: int = 200, headers=None):
+def person_response(person: dict, status: int = 200, headers=None) -> Response:
     response = json_response(person, status, headers)
     response.add_etag()
     if status == 201:
@@ -64,14 +67,16 @@ def _person_response(person: dict, status: int = 200, headers=None):
     return response
 
 
-def paged_response(entries: list, total: int, query: dict):
+def paged_response(entries: list, total: int, query: dict) -> Response:
     """A page of a list, with X-Total-Count and a Link header to the next and previous pages."""
-    path = request.script_root + request.path  # under the server's mount prefix
+    path = url_for(request.endpoint, **request.view_args)  # under the server's mount prefix
     limit, offset = query["limit"], query["offset"]
 
     def link(to: int, rel: str) -> str:
         given = {**query, "offset": to, "sort": schemas.sort_text(query.get("sort") or ())}
-        params = [(name, given[name]) for name in LINK_PARAMETERS if given.get(name) not in EMPTY]
+        params = [
+            (name, given[name]) for name in LINK_PARAMETERS if given.get(name) not in ("", None)
+        ]
         # commas stay readable in `sort` (a sub-delimiter, allowed in a query)
         return f'<{path}?{urlencode(params, safe=",")}>; rel="{rel}"'
 
@@ -84,15 +89,16 @@ def paged_response(entries: list, total: int, query: dict):
     return json_response(entries, headers=headers)
 
 
-@bp.get("/people")
+# `/people/` is the list too: werkzeug's slash redirect would build its URL from the Host header
+@bp.get("/people", strict_slashes=False)
 @required
 @doc(
     "List people (id and name): filtered, sorted (by id unless `sort` says otherwise), paged",
     query=schemas.PeopleQuerySchema,
-    ok={200: ("A page of people.", openapi.PersonEntrySchema(many=True), PAGE)},
+    ok={200: ("A page of people.", PersonEntrySchema(many=True), PAGE)},
 )
 def list_people():
-    # strict_query let through only the parameters the schema names, each once
+    # check_query let through only the parameters the schema names, each once
     return paged_response(*service.list_people(get_store(), **request.args.to_dict()))
 
 
@@ -104,8 +110,7 @@ def list_people():
     ok={200: PERSON, 304: ("Not modified since the ETag given.", None, ["ETag"])},
 )
 def get_person(person_id):
-    person = service.get_person(get_store(), person_id)
-    return _person_response(person).make_conditional(request)
+    return person_response(service.get_person(get_store(), person_id)).make_conditional(request)
 
 
 @bp.post("/person")
@@ -115,36 +120,41 @@ def get_person(person_id):
     body={"oneOf": [schemas.PersonSchema, schemas.PersonUpdateSchema]},
     headers=["Idempotency-Key", "If-Match"],
     ok={
-        201: ("Created (or a replay: Idempotent-Replayed).", OUT, ["ETag", "Location", REPLAYED]),
-        200: ("Updated (the body named an existing id), or a replay.", OUT, ["ETag", REPLAYED]),
+        201: (
+            "Created (or a replay: Idempotent-Replayed).",
+            PersonOutSchema,
+            ["ETag", "Location", REPLAYED],
+        ),
+        200: (
+            "Updated (the body named an existing id), or a replay.",
+            PersonOutSchema,
+            ["ETag", REPLAYED],
+        ),
     },
     errors=[404, 409],
 )
 def create_person():
-    data = json_body()
-    store = get_store()
-    precondition = if_match()
+    data, store, precondition = json_body(), get_store(), if_match()
 
     def create():
         person, created = service.create_person(store, data, precondition)
         return (201 if created else 200), person
 
     status, person, replayed = idempotent(store, "POST /person", data, create)
-    return _person_response(person, status, replayed)
+    return person_response(person, status, replayed)
 
 
 @bp.put("/person/<id:person_id>")
 @required
 @doc(
     "Replace a person: fields left out become null",
-    body=openapi.PersonReplaceSchema,
+    body=PersonReplaceSchema,
     headers=["If-Match"],
     ok={200: PERSON},
     errors=[409],
 )
 def replace_person(person_id):
-    person = service.replace_person(get_store(), person_id, json_body(), if_match())
-    return _person_response(person)
+    return person_response(service.replace_person(get_store(), person_id, json_body(), if_match()))
 
 
 @bp.patch("/person/<id:person_id>")
@@ -152,7 +162,7 @@ def replace_person(person_id):
 @required
 @doc(
     "Change some fields of a person (JSON merge patch; null clears a field)",
-    body=openapi.PersonMergeSchema,
+    body=PersonMergeSchema,
     body_type="application/merge-patch+json",
     description="The body may also be sent as application/json.",
     headers=["If-Match"],
@@ -160,8 +170,8 @@ def replace_person(person_id):
     errors=[409],
 )
 def update_person(person_id):
-    person = service.update_person(get_store(), person_id, json_body(PATCH_TYPES), if_match())
-    return _person_response(person)
+    changes = json_body(PATCH_TYPES)
+    return person_response(service.update_person(get_store(), person_id, changes, if_match()))
 
 
 @bp.delete("/person/<id:person_id>")
@@ -177,7 +187,7 @@ def delete_person(person_id):
 @doc(
     "A person's friends (id and name), ordered by id",
     query=schemas.PageSchema,
-    ok={200: ("A page of friends.", openapi.PersonEntrySchema(many=True), PAGE)},
+    ok={200: ("A page of friends.", PersonEntrySchema(many=True), PAGE)},
 )
 def list_friends(person_id):
     return paged_response(*service.list_friends(get_store(), person_id, **request.args.to_dict()))
@@ -199,40 +209,49 @@ def remove_friend(person_id, friend_id):
     return Response(status=204)
 
 
-@messages.post("/message")
+@bp.post("/message")
 @required
-@message_doc(
+@doc(
     "Send a message to a person; the sender is the caller",
     body=schemas.MessageSchema,
     headers=["Idempotency-Key"],
-    ok={201: ("Sent (or a replay: Idempotent-Replayed).", MESSAGE, ["Location", REPLAYED])},
+    ok={
+        201: (
+            "Sent (or a replay: Idempotent-Replayed).",
+            MessageOutSchema,
+            ["Location", REPLAYED],
+        )
+    },
     errors=[404],
+    tag="messages",
 )
 def send_message():
-    data = json_body()
-    viewer, store = current_caller().viewer, get_store()
+    data, store, viewer = json_body(), get_store(), current_caller().viewer
     status, message, replayed = idempotent(
         store, "POST /message", data, lambda: (201, service.send_message(store, viewer, data))
     )
-    location = url_for("messages.get_message", message_id=message["id"])
+    location = url_for("people.get_message", message_id=message["id"])
     return json_response(message, status, {"Location": location, **replayed})
 
 
-@messages.get("/message/<id:message_id>")
+@bp.get("/message/<id:message_id>")
 @required
-@message_doc(
-    "Get a message the caller sent (admins: any message)", ok={200: ("The message.", MESSAGE, [])}
+@doc(
+    "Get a message the caller sent (admins: any message)",
+    ok={200: ("The message.", MessageOutSchema, [])},
+    tag="messages",
 )
 def get_message(message_id):
     return json_response(service.get_message(get_store(), current_caller().viewer, message_id))
 
 
-@messages.get("/person/<id:person_id>/messages")
+@bp.get("/person/<id:person_id>/messages")
 @required
-@message_doc(
+@doc(
     "The caller's messages to a person, newest first",
     query=schemas.PageSchema,
-    ok={200: ("A page of messages.", MESSAGE(many=True), [])},
+    ok={200: ("A page of messages.", MessageOutSchema(many=True), [])},
+    tag="messages",
 )
 def list_messages(person_id):
     viewer, args = current_caller().viewer, request.args.to_dict()

@@ -1,16 +1,107 @@
-"""The people-service commands: keys, users, init-db, import, export, migrate and serve."""
+"""The `people-service` command (click): serve, init-db, keys, users, import, export, migrate."""
 
 import errno
 import json
+import os
+import shlex
 import sys
 from pathlib import Path
 
 import click
+from click.exceptions import NoArgsIsHelpError
 
-from .. import config, credentials, transfer
-from ..errors import BadRequest
-from ..store import is_url
-from .base import CommandError, cli, database_option, opened, reason, settings
+from . import config, credentials, logs, prepare_directory, transfer
+from .config import ConfigError
+from .errors import BadRequest, ServiceError
+from .store import Store, is_url, open_store
+
+Fail = click.ClickException  # a problem told on one line of stderr (exit status 1)
+DATABASE_HELP = (
+    "SQLite file or postgresql:// URL (default: PEOPLE_SERVICE_DATABASE, else data/people.db "
+    "in the working directory)."
+)
+
+
+def settings(database: str | None) -> dict:
+    """The effective settings, with --db over PEOPLE_SERVICE_DATABASE."""
+    return config.load({"DATABASE": database} if database else None)
+
+
+def opened(database: str | None, *, create: bool = True) -> Store:
+    """The store of --db, its schema up to date; create=False: a missing file is an error."""
+    path = settings(database)["DATABASE"]
+    if not create and not is_url(path) and not os.path.exists(path):
+        raise Fail(missing(path))
+    prepare_directory(path)  # a no-op for a database that exists
+    try:
+        store = open_store(path)
+        store.upgrade_schema()
+    except Exception as exc:  # the driver's, the file system's or the schema's: all one line
+        shown = path.split("@")[-1] if is_url(path) else path
+        raise Fail(f"cannot open the database {shown}: {reason(exc)}") from None
+    return store
+
+
+def missing(path: str) -> str:
+    """Why there is no database at `path`, and what would make one."""
+    directory = os.path.dirname(os.path.abspath(path))
+    if path == config.DEFAULTS["DATABASE"]:
+        return (
+            f"no database at {path} in {os.getcwd()} (the default is relative to the working "
+            "directory): run this where the database is, name it with --db PATH or "
+            "PEOPLE_SERVICE_DATABASE, or make one here with people-service init-db"
+        )
+    init = f"people-service init-db --db {shlex.quote(path)}"
+    if not os.path.isdir(directory):
+        mkdir = f"mkdir -p {shlex.quote(directory)}"
+        return f"no database at {path}, nor its directory {directory}: {mkdir} && {init}"
+    return f"no database at {path} ({init} makes one)"
+
+
+def reason(exc: BaseException) -> str:
+    """Why `exc` happened, on one line and without its class name."""
+    if isinstance(exc, ServiceError):
+        return exc.detail
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else "no reason given"
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="people-service", prog_name="people-service")
+@click.option("--db", "database", metavar="PATH", help=DATABASE_HELP + " For every subcommand.")
+def cli(database):
+    """People, friendships and messages over REST and GraphQL."""
+    # the serving process sets up logging, not the app; here, not before --version or --help
+    if not logs.operator_configured():
+        logs.take_over()  # it imports the web stack
+
+
+def main(argv=None) -> int:
+    """Run the command; every error is one line on stderr and a non-zero status."""
+    try:
+        result = cli.main(args=argv, prog_name="people-service", standalone_mode=False)
+    except ConfigError as exc:
+        click.echo(f"people-service: configuration error: {exc}", err=True)
+        return 2
+    except NoArgsIsHelpError as exc:  # a group called alone: its help, as click shows it
+        exc.show()
+        return exc.exit_code
+    except click.ClickException as exc:  # a usage error (status 2) points to --help
+        hint = " (see --help)" if isinstance(exc, click.UsageError) else ""
+        click.echo(f"people-service: {exc.format_message()}{hint}", err=True)
+        return exc.exit_code
+    except (KeyboardInterrupt, click.Abort):
+        return 130
+    except Exception as exc:  # one line, never a traceback: which file, not which exception
+        if isinstance(exc, OSError) and exc.filename:
+            where = f"cannot access {exc.filename}: "
+        else:
+            where = "" if isinstance(exc, ServiceError | OSError) else "unexpected error: "
+        click.echo(f"people-service: {where}{reason(exc)}", err=True)
+        return 1
+    return result if isinstance(result, int) else 0
 
 
 def checked(kind: str, field: str):
@@ -44,12 +135,12 @@ def stdin_is_a_terminal() -> bool:  # tests stand in for a person
 def read_password(password_stdin: bool, username: str) -> str:
     """A password from one line of stdin, or typed twice at a hidden prompt."""
     if password_stdin:
-        line = sys.stdin.readline()
-        if not line.strip("\r\n"):
-            raise CommandError("no password on stdin (send it as one line)")
-        return line.rstrip("\r\n")
+        line = sys.stdin.readline().rstrip("\r\n")
+        if not line:
+            raise Fail("no password on stdin (send it as one line)")
+        return line
     if not stdin_is_a_terminal():
-        raise CommandError("stdin is not a terminal: pipe the password with --password-stdin")
+        raise Fail("stdin is not a terminal: pipe the password with --password-stdin")
 
     def allowed(password: str) -> str:
         try:
@@ -62,10 +153,11 @@ def read_password(password_stdin: bool, username: str) -> str:
             "Password", hide_input=True, confirmation_prompt=True, value_proc=allowed
         )
     except click.Abort:
-        raise CommandError("no password given") from None
+        raise Fail("no password given") from None
 
 
 def grant_options(kind: str):
+    """--scopes and --rate-limit of a new key or user."""
     scopes = click.option(
         "--scopes",
         default="read,write",
@@ -81,20 +173,29 @@ def grant_options(kind: str):
     return lambda command: scopes(rate_limit(command))
 
 
-password_stdin_option = click.option(
+password_stdin = click.option(
     "--password-stdin",
     is_flag=True,
     help="Read the password from one line of stdin instead of a prompt.",
 )
 
 
-def store_command(group, name: str, argument: str, done: str):
+GRANT_COLUMNS = ("scopes", "rate limit", "created", "last used", "requests")
+
+
+def grant_cells(row: dict, default_limit: str) -> tuple:
+    limit = row["rate_limit"] or f"{default_limit} (default)"
+    scopes = row["scopes"].replace(" ", ",")
+    return scopes, limit, row["created_at"], row["last_used"] or "-", str(row["request_count"])
+
+
+def store_command(group, name: str, done: str):
     """A command of `group` that runs the decorated `view(store, ARGUMENT)`, then echoes `done`
     and what the view returned (a new secret), if anything."""
+    argument = "name" if group.name == "keys" else "username"
 
     def decorate(view):
         @group.command(name, help=view.__doc__)
-        @database_option
         @click.argument(argument)
         def command(database, **params):
             shown = view(opened(database), params[argument])
@@ -107,22 +208,12 @@ def store_command(group, name: str, argument: str, done: str):
     return decorate
 
 
-GRANT_COLUMNS = ("scopes", "rate limit", "created", "last used", "requests")
-
-
-def grant_cells(row: dict, default_limit: str) -> tuple:
-    limit = row["rate_limit"] or f"{default_limit} (default)"
-    scopes = row["scopes"].replace(" ", ",")
-    return scopes, limit, row["created_at"], row["last_used"] or "-", str(row["request_count"])
-
-
 @cli.group()
 def keys():
     """API keys: create, list, revoke, rotate, delete."""
 
 
 @keys.command("create")
-@database_option
 @click.argument("name", required=False, callback=checked("key", "name"))
 @click.option(
     "--name",
@@ -146,7 +237,6 @@ def keys_create(database, name, name_option, scopes, rate_limit):
 
 
 @keys.command("list")
-@database_option
 def keys_list(database):
     """List keys with scopes, limits and usage (at most USAGE_FLUSH_SECONDS behind)."""
     default = settings(database)["RATE_LIMIT"]
@@ -157,21 +247,19 @@ def keys_list(database):
     table(("name", "prefix", *GRANT_COLUMNS, "revoked"), rows)
 
 
-@store_command(
-    keys, "rotate", "name", "rotated API key '{}'; the old secret is refused from now on:"
-)
+@store_command(keys, "rotate", "rotated API key '{}'; the old secret is refused from now on:")
 def keys_rotate(store, name):
     """Give the key NAME a new secret (printed once); its name, limits and usage stay."""
     return credentials.rotate_key(store, name)
 
 
-@store_command(keys, "revoke", "name", "revoked API key '{}'; it is refused from now on")
+@store_command(keys, "revoke", "revoked API key '{}'; it is refused from now on")
 def keys_revoke(store, name):
     """Refuse the key NAME from now on (every server notices at once)."""
     credentials.revoke_key(store, name)
 
 
-@store_command(keys, "delete", "name", "deleted API key '{}'")
+@store_command(keys, "delete", "deleted API key '{}'")
 def keys_delete(store, name):
     """Forget the key NAME (revoked or not); it is refused from now on."""
     credentials.delete_key(store, name)
@@ -183,21 +271,18 @@ def users():
 
 
 @users.command("create")
-@database_option
 @click.argument("username", callback=checked("user", "username"))
 @grant_options("user")
-@password_stdin_option
+@password_stdin
 def users_create(database, username, scopes, rate_limit, password_stdin):
     """Create the user USERNAME (the password: 15 characters or more, not a common one)."""
-    store = opened(database)
+    store, method = opened(database), settings(database)["PASSWORD_HASH_METHOD"]
     password = read_password(password_stdin, username)
-    method = settings(database)["PASSWORD_HASH_METHOD"]
     credentials.create_user(store, username, password, scopes, rate_limit, method)
     click.echo(f"created user '{username}' with scopes {scopes}")
 
 
 @users.command("list")
-@database_option
 def users_list(database):
     """List users with scopes, limits, usage and whether they are disabled."""
     default = settings(database)["RATE_LIMIT"]
@@ -209,40 +294,35 @@ def users_list(database):
 
 
 @users.command("passwd")
-@database_option
 @click.argument("username")
-@password_stdin_option
+@password_stdin
 def users_passwd(database, username, password_stdin):
     """Set a new password for USERNAME; tokens issued before it stop working at once."""
-    store = opened(database)
+    store, method = opened(database), settings(database)["PASSWORD_HASH_METHOD"]
     password = read_password(password_stdin, username)
-    method = settings(database)["PASSWORD_HASH_METHOD"]
     credentials.change_password(store, username, password, method)
     click.echo(f"changed the password of '{username}'; its older tokens are refused")
 
 
-@store_command(
-    users, "disable", "username", "disabled user '{}'; its tokens are refused from now on"
-)
+@store_command(users, "disable", "disabled user '{}'; its tokens are refused from now on")
 def users_disable(store, username):
     """Stop USERNAME from logging in; its tokens stop working at once."""
     credentials.set_disabled(store, username, True)
 
 
-@store_command(users, "enable", "username", "enabled user '{}'")
+@store_command(users, "enable", "enabled user '{}'")
 def users_enable(store, username):
     """Let a disabled USERNAME log in again (old tokens stay refused)."""
     credentials.set_disabled(store, username, False)
 
 
-@store_command(users, "delete", "username", "deleted user '{}'")
+@store_command(users, "delete", "deleted user '{}'")
 def users_delete(store, username):
     """Forget USERNAME; its tokens stop working at once."""
     credentials.delete_user(store, username)
 
 
 @cli.command("init-db")
-@database_option
 @click.option("--demo", is_flag=True, help="Also load the demo data (skipped if people exist).")
 def init_db(database, demo):
     """Create or upgrade the schema (idempotent)."""
@@ -258,56 +338,40 @@ def init_db(database, demo):
 
 
 @cli.command("import")
-@database_option
 @click.argument("file", type=click.Path(dir_okay=False))
 def import_file(database, file):
     """Load people from FILE (the demo file's format), all or nothing."""
     try:
-        with open(file, encoding="utf-8") as handle:
-            document = json.load(handle)
+        document = json.loads(Path(file).read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError) as exc:
-        raise CommandError(f"cannot read {file}: {reason(exc)}") from None
+        raise Fail(f"cannot read {file}: {reason(exc)}") from None
     people, friendships = transfer.import_people(opened(database), document)
     click.echo(f"imported {people} people, {friendships} friendships", err=True)
 
 
 @cli.command("export")
-@database_option
 @click.argument("file", required=False, type=click.Path(dir_okay=False))
 def export_file(database, file):
     """Write every person as JSON to FILE (default: stdout), in the import format."""
     document, friendships = transfer.export_people(opened(database, create=False))
     text = json.dumps(document, ensure_ascii=False, indent=2) + "\n"
-    if file:
+    if not file:
+        click.echo(text, nl=False)
+    else:
         try:
             Path(file).write_text(text, encoding="utf-8")
         except OSError as exc:
-            raise CommandError(f"cannot write {file}: {reason(exc)}") from None
-    else:
-        click.echo(text, nl=False)
-    count = len(document["people"])
-    click.echo(f"exported {count} people, {friendships} friendships", err=True)
-
-
-def postgresql_url(ctx, param, value):
-    if not is_url(value):
-        raise click.BadParameter("must be a postgresql:// URL")
-    return value
+            raise Fail(f"cannot write {file}: {reason(exc)}") from None
+    click.echo(f"exported {len(document['people'])} people, {friendships} friendships", err=True)
 
 
 @cli.command()
-@database_option
-@click.option(
-    "--to",
-    "target",
-    required=True,
-    callback=postgresql_url,
-    help="postgresql://user@host:port/database",
-)
+@click.option("--to", "target", required=True, help="postgresql://user@host:port/database")
 def migrate(database, target):
     """Copy the whole database into an empty PostgreSQL database, counts checked."""
-    source = opened(database, create=False)
-    destination = opened(target)
+    if not is_url(target):
+        raise click.BadParameter("must be a postgresql:// URL", param_hint="'--to'")
+    source, destination = opened(database, create=False), opened(target)
     counts = transfer.copy_database(source, destination)
     destination.close()
     summary = ", ".join(f"{count} {table.replace('_', ' ')}" for table, count in counts.items())
@@ -321,7 +385,6 @@ def number(name: str, default: int, help: str, high: int | None = None):
 
 
 @cli.command()
-@database_option
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @number("--port", 8080, "TCP port.", high=65535)
 @number("--threads", 8, "Threads per process that answer requests.")
@@ -332,12 +395,7 @@ def number(name: str, default: int, help: str, high: int | None = None):
     "Open connections at most, per process (with 8 threads, up to 288 are watched with "
     "select(); more need poll(), which costs more per request).",
 )
-@number(
-    "--channel-timeout",
-    15,
-    "Seconds a connection may send nothing (idle, or in the middle of a request) before it is "
-    "closed.",
-)
+@number("--channel-timeout", 15, "Seconds a connection may stay silent (idle or mid-request).")
 @click.option(
     "--demo",
     is_flag=True,
@@ -346,7 +404,7 @@ def number(name: str, default: int, help: str, high: int | None = None):
 )
 def serve(database, host, port, workers, demo, **waitress):
     """Serve the API."""
-    from .. import server  # the web stack: only this command needs it
+    from . import server  # the web stack: only this command needs it
 
     overrides = {"DATABASE": database} if database else {}
     options = settings(database)
@@ -368,10 +426,24 @@ def serve(database, host, port, workers, demo, **waitress):
         if exc.errno == errno.EADDRINUSE:
             why += " (another server? choose another with --port)"
         shown = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-        raise CommandError(f"cannot listen on {shown}: {why}") from None
+        raise Fail(f"cannot listen on {shown}: {why}") from None
     return server.run(
         overrides,
         sockets,
         demo=demo or options["DATABASE"] == config.DEFAULTS["DATABASE"],
         **waitress,  # threads, connection_limit, channel_timeout
     )
+
+
+def _database(ctx, param, value):  # --db after the subcommand, else the group's
+    return value if value is not None else ctx.find_root().params.get("database")
+
+
+# every subcommand takes --db (click's option decorator adds a parameter to a Command)
+db = click.option("--db", "database", metavar="PATH", callback=_database, help=DATABASE_HELP)
+for _command in [*keys.commands.values(), *users.commands.values(), *cli.commands.values()]:
+    if not isinstance(_command, click.Group):
+        db(_command)
+
+if __name__ == "__main__":  # python -m people_service.cli
+    raise SystemExit(main())
