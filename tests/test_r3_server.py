@@ -317,6 +317,25 @@ def test_workers_end_when_their_parent_is_killed(tmp_path):
     server.stop()
 
 
+def test_a_worker_that_dies_is_replaced_and_every_connection_is_served(tmp_path):
+    """Its socket stays in the parent (SO_REUSEPORT): without a new worker on it, the kernel
+    would keep giving it a share of new connections that nobody accepts."""
+    server = ServerProcess(database(tmp_path), args=["--workers", "2"]).start()
+    workers = workers_of(server)
+    os.kill(workers[0], signal.SIGKILL)
+    deadline = time.monotonic() + 20
+    while (
+        set(_children(server.process.pid)) & set(workers) != {workers[1]}
+        or len(_children(server.process.pid)) < 2
+    ):
+        assert time.monotonic() < deadline, "no new worker"
+        time.sleep(0.1)
+    server.wait_for_log(lambda line: f"worker {workers[0]} ended" in line)
+    for _ in range(20):  # new connections each: both sockets get some
+        assert requests.get(server.url + "/health", timeout=10).status_code == 200
+    assert server.stop() == 0
+
+
 def connections_by_process(pids: list[int], port: int) -> dict[int, int]:
     """How many established TCP connections to `port` each process holds (Linux /proc)."""
     inodes = set()
