@@ -339,6 +339,12 @@ def number(name: str, default: int, help: str, high: int | None = None):
     "closed.",
 )
 @click.option(
+    "--url-prefix",
+    default="",
+    metavar="PATH",
+    help="Serve under this path (/api): the SCRIPT_NAME of links and pages; see deploy/.",
+)
+@click.option(
     "--demo",
     is_flag=True,
     help="On an empty database, load the demo data and print a demo key "
@@ -373,5 +379,5 @@ def serve(database, host, port, workers, demo, **waitress):
         overrides,
         sockets,
         demo=demo or options["DATABASE"] == config.DEFAULTS["DATABASE"],
-        **waitress,  # threads, connection_limit, channel_timeout
+        **waitress,  # threads, connection_limit, channel_timeout, url_prefix
     )
