@@ -337,6 +337,26 @@ def stop_servers_at_the_end():
         server.stop()
 
 
+@pytest.fixture
+def spawn():
+    """subprocess.Popen for a process a test starts itself: killed after the test if it still
+    runs (a failed assertion, a stop that timed out), its pipes closed."""
+    started: list[subprocess.Popen] = []
+
+    def popen(*args, **kwargs) -> subprocess.Popen:
+        started.append(subprocess.Popen(*args, **kwargs))
+        return started[-1]
+
+    yield popen
+    for process in started:
+        if process.poll() is None:
+            process.kill()
+        process.wait(10)
+        for stream in (process.stdin, process.stdout, process.stderr):
+            if stream is not None:
+                stream.close()
+
+
 class ServerProcess:
     """`people-service serve` in a child process on a free loopback port; stopped by a
     finalizer after the test (or the fixture) that started it, if it did not stop it."""

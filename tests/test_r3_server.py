@@ -85,10 +85,10 @@ def test_a_database_with_data_gets_no_demo_even_with_demo(tmp_path):
     assert exported_people(db) == []
 
 
-def test_the_default_database_loads_the_demo_on_its_first_start(tmp_path, sqlite_only):
+def test_the_default_database_loads_the_demo_on_its_first_start(tmp_path, sqlite_only, spawn):
     env = {k: v for k, v in os.environ.items() if k != "PEOPLE_SERVICE_DATABASE"}
     port = free_port()
-    process = subprocess.Popen(
+    process = spawn(
         [sys.executable, "-m", "people_service.cli", "serve", "--port", str(port)],
         cwd=tmp_path,  # data/people.db of a fresh directory
         env={**env, "PEOPLE_SERVICE_SECRET_KEY": SECRET},
@@ -140,10 +140,10 @@ def test_importing_the_wsgi_app_prints_nothing_creates_nothing_and_keeps_signals
     assert "ps_" not in cli("keys", "list", db=db).stdout
 
 
-def test_waitress_serve_app_app_serves_without_demo_or_key(tmp_path):
+def test_waitress_serve_app_app_serves_without_demo_or_key(tmp_path, spawn):
     db = database(tmp_path)
     port = free_port()
-    process = subprocess.Popen(
+    process = spawn(
         [sys.executable, "-m", "waitress", f"--listen=127.0.0.1:{port}", "app:app"],
         cwd=ROOT,
         env={**os.environ, "PEOPLE_SERVICE_DATABASE": db, "PEOPLE_SERVICE_SECRET_KEY": SECRET},
