@@ -154,6 +154,18 @@ def trickle(url: str, count: int, seconds: float, closed: dict, stop: threading.
         sock.close()
 
 
+def stalled_bodies(url: str, count: int) -> list[socket.socket]:
+    """`count` requests whose headers are whole and whose body stops after 10 of 100 bytes."""
+    host, port = url.removeprefix("http://").split(":")
+    head = b"POST /person HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    opened = []
+    for _ in range(count):
+        sock = socket.create_connection((host, int(port)), timeout=HEADER_TIMEOUT + 10)
+        sock.sendall(head + b'Content-Length: 100\r\n\r\n{"name": "')
+        opened.append(sock)
+    return opened
+
+
 def test_clients_trickling_headers_are_cut_off_by_nginx_while_others_are_served(front):
     closed: dict[int, float] = {}
     stop = threading.Event()
@@ -161,6 +173,7 @@ def test_clients_trickling_headers_are_cut_off_by_nginx_while_others_are_served(
         target=trickle, args=(front.url, TRICKLERS, HEADER_TIMEOUT + 10, closed, stop)
     )
     thread.start()
+    stalled = stalled_bodies(front.url, 20)  # and bodies that stop: client_body_timeout
     try:
         time.sleep(2)  # every trickler is connected and has sent a few lines
         slowest = 0.0
@@ -170,9 +183,14 @@ def test_clients_trickling_headers_are_cut_off_by_nginx_while_others_are_served(
             slowest = max(slowest, time.monotonic() - started)
             time.sleep(0.5)
         thread.join(30)
+        for sock in stalled:  # closed (perhaps after a 408), never passed on to the app
+            answer = sock.recv(4096)
+            assert answer == b"" or answer.startswith(b"HTTP/1.1 408"), answer[:100]
     finally:
         stop.set()
         thread.join(30)
+        for sock in stalled:
+            sock.close()
     assert len(closed) == TRICKLERS, f"{TRICKLERS - len(closed)} trickling clients still open"
     # each is closed within nginx's header timeout (and a second of its timers), never served
     assert max(closed.values()) < HEADER_TIMEOUT + 3, sorted(closed.values())[-5:]
