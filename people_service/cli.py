@@ -397,6 +397,12 @@ def number(name: str, default: int, help: str, high: int | None = None):
 )
 @number("--channel-timeout", 15, "Seconds a connection may stay silent (idle or mid-request).")
 @click.option(
+    "--url-prefix",
+    default="",
+    metavar="PATH",
+    help="Serve under this path (/api): the SCRIPT_NAME of links and pages; see deploy/.",
+)
+@click.option(
     "--demo",
     is_flag=True,
     help="On an empty database, load the demo data and print a demo key "
@@ -431,7 +437,7 @@ def serve(database, host, port, workers, demo, **waitress):
         overrides,
         sockets,
         demo=demo or options["DATABASE"] == config.DEFAULTS["DATABASE"],
-        **waitress,  # threads, connection_limit, channel_timeout
+        **waitress,  # threads, connection_limit, channel_timeout, url_prefix
     )
 
 

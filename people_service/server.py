@@ -1,8 +1,7 @@
-"""Serving the app with waitress, in one process or in several that share one port."""
+"""Serving the app with waitress, in one process or in several forked ones on one port."""
 
 import atexit
 import contextlib
-import glob
 import logging
 import os
 import resource
@@ -25,15 +24,11 @@ from .web import services
 
 log = logging.getLogger("people_service")
 
-# room above MAX_BODY_BYTES for chunked framing, so the app (not waitress) refuses bodies near it
-BODY_SLACK = 64 * 1024
+BODY_SLACK = 64 * 1024  # room above MAX_BODY_BYTES for chunked framing: the app refuses, not us
 MAX_HEADER_BYTES = 64 * 1024
-# Open files a process needs beside its connections: two per SQLite connection (the database
-# and its WAL), pooled (16 idle for the data and 16 for the counters) or held by a thread
-SPARE_FILES = 128
-FILES_PER_THREAD = 4
-# a connection's socket, and the files waitress spools a large request body and answer to
-FILES_PER_CONNECTION = 3
+# open files beside the connections: SQLite connections (two files each), pooled or per thread
+SPARE_FILES, FILES_PER_THREAD = 128, 4
+FILES_PER_CONNECTION = 3  # its socket, and the files waitress spools a body and an answer to
 FD_SETSIZE = 1024  # select() cannot watch a descriptor from this number on
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 STOP_GRACE = 7  # seconds: waitress's shutdown waits up to 5 for the running requests
@@ -50,11 +45,9 @@ def listen(host: str, port: int, count: int) -> list[socket.socket]:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         probe.bind(address)
         address = probe.getsockname()  # port 0: the port the system chose
-    sockets: list[socket.socket] = []
     with contextlib.ExitStack() as opened:  # all closed if one fails
-        for _ in range(count):
-            sock = opened.enter_context(socket.socket(family, kind, proto))
-            sockets.append(sock)
+        sockets = [opened.enter_context(socket.socket(family, kind, proto)) for _ in range(count)]
+        for sock in sockets:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             if count > 1:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
@@ -64,15 +57,11 @@ def listen(host: str, port: int, count: int) -> list[socket.socket]:
     return sockets
 
 
-def make_key(database: str | None) -> str:
-    """The command that makes a key for the database served (named when --db named it)."""
-    given = f" --db {shlex.quote(redacted(database))}" if database else ""  # no password
-    return f"people-service keys create NAME{given}"
-
-
 def bootstrap(store, demo: bool, database: str | None = None) -> str:
     """Load the demo data and print a demo key on an empty database; returns the ready line's
     hint (how to make a key) for an empty database left empty."""
+    given = f" --db {shlex.quote(redacted(database))}" if database else ""  # no password
+    make_key = f"people-service keys create NAME{given}"
     # one transaction, the key's unique name first: of several instances starting on one empty
     # database, one loads the demo and the others find the name taken
     try:
@@ -80,14 +69,14 @@ def bootstrap(store, demo: bool, database: str | None = None) -> str:
             if not store.is_empty():
                 return ""
             if not demo:
-                return f"; no API key yet: `{make_key(database)}` makes one"
+                return f"; no API key yet: `{make_key}` makes one"
             key = credentials.create_key(store, "demo", "read,write")
             people, friendships = transfer.load_demo(store)
     except Conflict:
         return ""
     print(f"Loaded the demo data: {people} people, {friendships} friendships.")
     print("Demo API key (shown once; send it as X-API-Key):")
-    print(f"(lost it? `{make_key(database)}` makes another one)")
+    print(f"(lost it? `{make_key}` makes another one)")
     print(key, flush=True)
     return ""
 
@@ -96,20 +85,23 @@ def run(overrides: dict, sockets: list[socket.socket], *, demo: bool, **options)
     """Serve on `sockets` (a worker process each, if several) until SIGTERM or SIGINT."""
     _on_stop(_stop)  # a signal during start-up stops it cleanly too
     options["use_select"] = allow_connections(options["connection_limit"], options["threads"])
-    if len(sockets) > 1 or os.environ.get(METRICS_DIR):
+    if len(sockets) > 1 and not os.environ.get(METRICS_DIR):
         share_metrics()  # before create_app imports prometheus_client, which reads it then
     app = create_app(overrides)
     hint = bootstrap(services(app).store, demo, database=overrides.get("DATABASE"))
     host, port = sockets[0].getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
+    prefix = (options.get("url_prefix") or "").strip("/")
+    options["url_prefix"] = prefix = f"/{prefix}" if prefix else ""
     workers = f"; {len(sockets)} workers" if len(sockets) > 1 else ""
     log.info(
-        "people-service ready on http://%s:%s (GraphQL: /graphql%s)%s", shown, port, workers, hint
+        "people-service ready on http://%s:%s%s (GraphQL: %s/graphql%s)%s",
+        *(shown, port, prefix, prefix, workers, hint),
     )
     if len(sockets) == 1:
         status = serve(app, sockets, **options)
     else:
-        services(app).close()  # connections to the database must not cross a fork
+        services(app).close()  # no connection of this process's may cross a fork
         status = serve_workers(overrides, sockets, **options)
     log.info("people-service stopped")
     return status
@@ -136,30 +128,28 @@ def allow_connections(limit: int, threads: int) -> bool:
     return False
 
 
-def serve(app, sockets, *, threads, connection_limit, channel_timeout, use_select) -> int:
+def serve(app, sockets, *, threads, connection_limit, channel_timeout, use_select, url_prefix=""):
     """Serve `app` with waitress until SIGTERM or SIGINT, then finish the running requests."""
     server = create_server(
         app,
         sockets=sockets,
         threads=threads,
         ident="people-service",
-        # a slow client holds a connection, never a thread, and is closed after channel_timeout
         # waitress counts its listening sockets and its wake-up pipe among the connections
         connection_limit=connection_limit + len(sockets) + 1,
-        channel_timeout=channel_timeout,
+        channel_timeout=channel_timeout,  # a silent connection is closed after it
         cleanup_interval=1,
-        asyncore_use_poll=not use_select,  # poll() for descriptors from FD_SETSIZE on
+        asyncore_use_poll=not use_select,
         max_request_body_size=app.config["MAX_BODY_BYTES"] + BODY_SLACK,
         max_request_header_size=MAX_HEADER_BYTES,
+        url_prefix=url_prefix or "",  # the SCRIPT_NAME of every request: no client sets it
         # forwarded headers reach the app, which believes them only from TRUSTED_PROXY
         clear_untrusted_proxy_headers=False,
     )
-    # "Task queue depth is N" on nearly every request under load: noise
-    logging.getLogger("waitress.queue").setLevel(logging.ERROR)
+    logging.getLogger("waitress.queue").setLevel(logging.ERROR)  # "Task queue depth": noise
     ended = threading.Event()
     _take_stop_signals(ended)
-    # on SystemExit waitress's threads finish the requests they run; waiting ones are dropped
-    server.run()
+    server.run()  # on SystemExit waitress's threads finish their requests; waiting ones drop
     ended.set()
     _on_stop(signal.SIG_IGN)  # kept while Python exits, which resets handlers of its own
     services(app).close()
@@ -176,18 +166,15 @@ _stopping = False  # a stop signal has been taken: a plain flag, as the handler 
 
 def _stop(signum, frame):
     global _stopping
-    # only the first signal counts: Ctrl-C reaches every worker twice (directly and forwarded)
-    if _stopping:
-        return
-    _stopping = True
-    raise SystemExit(0)
+    if not _stopping:  # the first only: Ctrl-C reaches a worker twice (direct and forwarded)
+        _stopping = True
+        raise SystemExit(0)
 
 
 def _take_stop_signals(ended: threading.Event) -> None:
     """Stop on SIGTERM or SIGINT, sending the signal again every STOP_GRACE seconds until
     `ended`: the handler's SystemExit is lost when the signal lands in an object's finalizer
-    (io drops errors while it closes a collected file, such as a body waitress spooled for a
-    client that left)."""
+    (io drops errors while it closes a collected file, such as a body waitress spooled)."""
     global _stopping
     _stopping = False
     taken, wakeup = os.pipe()
@@ -206,7 +193,8 @@ def _take_stop_signals(ended: threading.Event) -> None:
 
 
 def share_metrics() -> None:
-    """Let /metrics add up every worker: PROMETHEUS_MULTIPROC_DIR emptied, or a fresh one."""
+    """Let /metrics add up every worker: in PROMETHEUS_MULTIPROC_DIR if given (another instance
+    may share it: only dead processes' files go), else in a fresh directory."""
     directory = os.environ.get(METRICS_DIR)
     if directory:  # shared, perhaps, with another instance: only dead processes' files go
         for stale in glob.glob(os.path.join(directory, "*_*.db")):
@@ -216,11 +204,7 @@ def share_metrics() -> None:
         return
     directory = os.environ[METRICS_DIR] = tempfile.mkdtemp(prefix="people-service-metrics-")
     owner = os.getpid()  # forked workers inherit this atexit hook: only the parent removes
-
-    @atexit.register
-    def remove() -> None:
-        if os.getpid() == owner:
-            shutil.rmtree(directory, ignore_errors=True)
+    atexit.register(lambda: os.getpid() == owner and shutil.rmtree(directory, True))
 
 
 def _alive(pid: int) -> bool:
@@ -236,15 +220,12 @@ def _alive(pid: int) -> bool:
 def serve_workers(overrides: dict, sockets: list[socket.socket], **options) -> int:
     """A forked worker per socket, replaced if it dies; SIGTERM or SIGINT is passed on to all."""
     workers: dict[int, socket.socket] = {}
-    stopping = False
+    parent, stopping = os.getpid(), []  # a list: the handler appends, taking no lock
 
     def stop(signum, frame):
-        nonlocal stopping
-        stopping = True
+        stopping.append(signum)
         for pid in list(workers):
             os.kill(pid, signal.SIGTERM)
-
-    _on_stop(stop)
 
     def start(sock: socket.socket) -> None:
         # blocked around the fork, so that no signal reaches the child before its own handlers
@@ -256,25 +237,24 @@ def serve_workers(overrides: dict, sockets: list[socket.socket], **options) -> i
             for other in sockets:
                 if other is not sock:
                     other.close()
-            threading.Thread(target=watch_parent, name="watch-parent", daemon=True).start()
+            threading.Thread(target=watch_parent, daemon=True).start()
             # leaves through the caller's frames as any process ends, so atexit handlers run
             sys.exit(serve(create_app(overrides), [sock], **options))
         workers[pid] = sock
         signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
 
-    def watch_parent():
-        # a worker whose parent was killed (kill -9) stops rather than serve on alone
+    def watch_parent():  # a worker whose parent was killed (kill -9) stops, not serves alone
         while os.getppid() == parent:
             time.sleep(1)
         os.kill(os.getpid(), signal.SIGTERM)
 
-    parent = os.getpid()
+    _on_stop(stop)
     for sock in sockets:
         start(sock)
     while workers:
         pid, status = os.wait()
         sock = workers.pop(pid)
-        if not stopping:
+        if not stopping:  # its socket would take connections nobody accepts: another worker
             code = os.waitstatus_to_exitcode(status)
             log.warning("worker %d ended (status %d); starting another", pid, code)
             time.sleep(1)  # a worker that cannot start is not restarted in a tight loop

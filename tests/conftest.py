@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -39,6 +40,12 @@ CLIENT_CODES = frozenset(
         "BAD_REQUEST",
     }
 )
+
+# A background job (`pytest &` in a script) starts with SIGINT ignored, and a child inherits an
+# ignored signal through exec: servers under test would not stop on SIGINT as they do for an
+# operator's Ctrl-C. A handled signal is reset to the default in the child instead.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # Tests hash passwords with a cheap work factor: in this process, the CLI's and every server's
 CHEAP_HASH = "pbkdf2:sha256:1000"
@@ -310,8 +317,49 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+RUNNING: list[ServerProcess] = []  # started and not yet stopped: the finalizers below stop them
+
+
+@pytest.fixture(autouse=True)
+def stop_servers_left_running():
+    """Stop every server a test started and left running, whether or not it failed."""
+    before = list(RUNNING)
+    yield
+    for server in [server for server in RUNNING if server not in before]:
+        server.stop()
+
+
+@pytest.fixture(autouse=True, scope="session")
+def stop_servers_at_the_end():
+    """Stop the servers of fixtures that failed before their own finalizer was registered."""
+    yield
+    for server in list(RUNNING):
+        server.stop()
+
+
+@pytest.fixture
+def spawn():
+    """subprocess.Popen for a process a test starts itself: killed after the test if it still
+    runs (a failed assertion, a stop that timed out), its pipes closed."""
+    started: list[subprocess.Popen] = []
+
+    def popen(*args, **kwargs) -> subprocess.Popen:
+        started.append(subprocess.Popen(*args, **kwargs))
+        return started[-1]
+
+    yield popen
+    for process in started:
+        if process.poll() is None:
+            process.kill()
+        process.wait(10)
+        for stream in (process.stdin, process.stdout, process.stderr):
+            if stream is not None:
+                stream.close()
+
+
 class ServerProcess:
-    """`people-service serve` in a child process on a free loopback port."""
+    """`people-service serve` in a child process on a free loopback port; stopped by a
+    finalizer after the test (or the fixture) that started it, if it did not stop it."""
 
     READY = re.compile(r"ready on (http://127\.0\.0\.1:\d+)")
 
@@ -347,6 +395,7 @@ class ServerProcess:
             stderr=subprocess.PIPE,
             text=True,
         )
+        RUNNING.append(self)
         ready = threading.Event()
 
         def drain(stream, lines, watch):
@@ -405,6 +454,8 @@ class ServerProcess:
         """Signal the server (SIGTERM by default) and wait; returns its exit status."""
         if self.process is None:
             return 0
+        if self in RUNNING:
+            RUNNING.remove(self)
         if self.process.poll() is None:
             if sig is None:
                 self.process.terminate()

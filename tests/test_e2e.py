@@ -196,10 +196,10 @@ def test_sigterm_stops_cleanly_with_status_0(tmp_path):
     assert "people-service stopped" in "\n".join(server.stderr)
 
 
-def test_python_app_py_serves_the_same_app(tmp_path):
+def test_python_app_py_serves_the_same_app(tmp_path, spawn):
     env = {**os.environ, "PEOPLE_SERVICE_DATABASE": database(tmp_path)}
     port = free_port()
-    process = subprocess.Popen(
+    process = spawn(
         [sys.executable, "app.py", "--port", str(port), "--demo"],
         cwd=ROOT,
         env=env,

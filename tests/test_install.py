@@ -55,7 +55,9 @@ def fresh_environment(path):
     return python
 
 
-def test_the_wheel_in_a_fresh_venv_serves_the_demo_on_an_empty_database(tmp_path, sqlite_only):
+def test_the_wheel_in_a_fresh_venv_serves_the_demo_on_an_empty_database(
+    tmp_path, sqlite_only, spawn
+):
     wheel = build_wheel(tmp_path / "dist")
     names = zipfile.ZipFile(wheel).namelist()
     assert "people_service/demo.json" in names
@@ -87,7 +89,7 @@ def test_the_wheel_in_a_fresh_venv_serves_the_demo_on_an_empty_database(tmp_path
     empty = tmp_path / "empty"
     empty.mkdir()
     port = free_port()
-    server = subprocess.Popen(
+    server = spawn(
         [str(tmp_path / "venv" / "bin" / "people-service"), "serve", "--port", str(port)],
         cwd=empty,  # the default database, data/people.db, is created here
         env={**env, "PEOPLE_SERVICE_SECRET_KEY": SECRET},

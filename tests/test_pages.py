@@ -109,13 +109,13 @@ def test_front_page_without_an_explorer_links_none(tmp_path):
 def test_docs_page_is_swagger_ui_over_the_openapi_document(client):
     response, html = page(client, "/docs")
     assert 'data-openapi="/openapi.json"' in response.get_data(as_text=True)
-    assert html.loads == [
-        "/static/vendor/swagger-ui-dist@5.35.0/swagger-ui.css",
-        "/static/vendor/swagger-ui-dist@5.35.0/favicon-32x32.png",
-        "/static/vendor/swagger-ui-dist@5.35.0/swagger-ui-bundle.js",
+    assert html.loads == [  # relative to the page: no mount prefix in it
+        "static/vendor/swagger-ui-dist@5.35.0/swagger-ui.css",
+        "static/vendor/swagger-ui-dist@5.35.0/favicon-32x32.png",
+        "static/vendor/swagger-ui-dist@5.35.0/swagger-ui-bundle.js",
         html.loads[-1],
     ]
-    assert html.loads[-1].startswith("/static/pages/docs.js?v=")
+    assert html.loads[-1].startswith("static/pages/docs.js?v=")
     spec = client.get("/openapi.json").json
     assert spec["components"]["securitySchemes"] == {
         "ApiKey": {"type": "apiKey", "in": "header", "name": "X-API-Key"},
@@ -134,7 +134,7 @@ def test_every_file_a_page_loads_is_served_from_this_server(tmp_path, explorer):
             for url in html.loads:
                 if url.startswith("data:"):
                     continue
-                url = urljoin(path, url)  # the explorer's URLs are relative to /graphql
+                url = urljoin(path, url)  # relative to the page: no mount prefix in it
                 assert url.startswith("/static/"), url
                 response = client.get(url)
                 assert response.status_code == 200, url
@@ -258,7 +258,7 @@ def test_explorer_cdn_is_an_npm_cdn_root_for_both_explorers(tmp_path):
         try:
             response, html = page(app.test_client(), "/graphql")
             assert f"{cdn}/{expected}" in html.loads
-            assert not [url for url in html.loads if url.startswith("/static/vendor/")]
+            assert not [url for url in html.loads if "static/vendor/" in url]
             policy = response.headers["Content-Security-Policy"]
             assert "script-src 'self' https://cdn.example.org;" in policy
             assert "connect-src 'self';" in policy  # queries still go only to this server
@@ -280,3 +280,34 @@ def test_explorer_cdn_is_an_npm_cdn_root_for_both_explorers(tmp_path):
 def test_explorer_cdn_that_could_break_the_page_is_refused(tmp_path, value):
     with pytest.raises(ConfigError, match="EXPLORER_CDN"):
         make_app(tmp_path, EXPLORER_CDN=value)
+
+
+@pytest.mark.parametrize("explorer", ["playground", "graphiql"])
+def test_a_script_name_header_under_gunicorn_never_reaches_a_later_page(tmp_path, explorer):
+    """gunicorn turns a `SCRIPT_NAME` request header (from a peer in forwarded_allow_ips,
+    loopback by default) into environ SCRIPT_NAME: a page rendered for that request and kept
+    for every later browser would load its scripts from that host. Pages hold no prefix."""
+    import sys
+
+    import requests
+
+    from .conftest import database
+    from .test_wsgi_servers import WSGIServer
+
+    pytest.importorskip("gunicorn")
+    command = [sys.executable, "-m", "gunicorn", "--bind", "127.0.0.1:{port}", "app:app"]
+    settings = {"PEOPLE_SERVICE_EXPLORER": explorer}
+    with WSGIServer(command, database(tmp_path), settings) as server:
+        evil = {"Accept": BROWSER, "SCRIPT_NAME": "//evil.example"}
+        for path in PAGES:  # the first visit of each page, from the attacker
+            requests.get(server.url + path, headers=evil, timeout=30)
+        for path in PAGES:
+            answer = requests.get(server.url + path, headers={"Accept": BROWSER}, timeout=30)
+            assert answer.status_code == 200, path
+            assert "evil.example" not in answer.text, path
+            html = Page(answer.text)
+            for url in html.loads:  # every asset from this server, under the page's own path
+                if not url.startswith("data:"):
+                    assert not url.startswith(("/", "http:", "https:")), url
+                    asset = requests.get(urljoin(server.url + path, url), timeout=30)
+                    assert asset.status_code == 200, url

@@ -85,10 +85,10 @@ def test_a_database_with_data_gets_no_demo_even_with_demo(tmp_path):
     assert exported_people(db) == []
 
 
-def test_the_default_database_loads_the_demo_on_its_first_start(tmp_path, sqlite_only):
+def test_the_default_database_loads_the_demo_on_its_first_start(tmp_path, sqlite_only, spawn):
     env = {k: v for k, v in os.environ.items() if k != "PEOPLE_SERVICE_DATABASE"}
     port = free_port()
-    process = subprocess.Popen(
+    process = spawn(
         [sys.executable, "-m", "people_service.cli", "serve", "--port", str(port)],
         cwd=tmp_path,  # data/people.db of a fresh directory
         env={**env, "PEOPLE_SERVICE_SECRET_KEY": SECRET},
@@ -143,10 +143,10 @@ def test_importing_the_wsgi_app_prints_nothing_creates_nothing_and_keeps_signals
     assert "ps_" not in cli("keys", "list", db=db).stdout
 
 
-def test_waitress_serve_app_app_serves_without_demo_or_key(tmp_path):
+def test_waitress_serve_app_app_serves_without_demo_or_key(tmp_path, spawn):
     db = database(tmp_path)
     port = free_port()
-    process = subprocess.Popen(
+    process = spawn(
         [sys.executable, "-m", "waitress", f"--listen=127.0.0.1:{port}", "app:app"],
         cwd=ROOT,
         env={**os.environ, "PEOPLE_SERVICE_DATABASE": db, "PEOPLE_SERVICE_SECRET_KEY": SECRET},
@@ -318,6 +318,25 @@ def test_workers_end_when_their_parent_is_killed(tmp_path):
         assert time.monotonic() < deadline, "workers kept serving without their parent"
         time.sleep(0.1)
     server.stop()
+
+
+def test_a_worker_that_dies_is_replaced_and_every_connection_is_served(tmp_path):
+    """Its socket stays in the parent (SO_REUSEPORT): without a new worker on it, the kernel
+    would keep giving it a share of new connections that nobody accepts."""
+    server = ServerProcess(database(tmp_path), args=["--workers", "2"]).start()
+    workers = workers_of(server)
+    os.kill(workers[0], signal.SIGKILL)
+    deadline = time.monotonic() + 20
+    while (
+        set(_children(server.process.pid)) & set(workers) != {workers[1]}
+        or len(_children(server.process.pid)) < 2
+    ):
+        assert time.monotonic() < deadline, "no new worker"
+        time.sleep(0.1)
+    server.wait_for_log(lambda line: f"worker {workers[0]} ended" in line)
+    for _ in range(20):  # new connections each: both sockets get some
+        assert requests.get(server.url + "/health", timeout=10).status_code == 200
+    assert server.stop() == 0
 
 
 def connections_by_process(pids: list[int], port: int) -> dict[int, int]:

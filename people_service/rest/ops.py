@@ -1,11 +1,10 @@
 """Health, the OpenAPI document, the caller, logins, and the front page and docs (HTML or JSON)."""
 
-import threading
 
 from flask import Blueprint, current_app, render_template, request, url_for
 
 from .. import credentials, schemas, service
-from ..errors import Busy, Unauthorized
+from ..errors import Unauthorized
 from ..web import get_store, services
 from ..web.caller import caller_summary, challenge, current_caller, required
 from ..web.jsonio import json_body, json_response
@@ -20,11 +19,6 @@ front = Blueprint("front", __name__)
 strict_query(bp, tokens)
 
 FORM = "application/x-www-form-urlencoded"
-# One password check at a time per process: each costs about 0.2 s of CPU at the default work
-# factor, so a flood of logins, even refused ones, must not take every thread and core; a
-# login that finds another being checked waits only briefly, so waiting logins hold no threads.
-CHECKS = threading.BoundedSemaphore(1)
-CHECK_WAIT_SECONDS = 0.05  # a waiting login holds a request thread
 DESCRIPTION = (
     "People, their friendships and messages over HTTP: a REST API and a GraphQL endpoint over "
     "the same data, with API keys or login tokens and per-key rate limits."
@@ -89,12 +83,8 @@ def issue_token():
     given = schemas.load(schemas.token_request_schema, data)
     ext = services()
     method = current_app.config["PASSWORD_HASH_METHOD"]
-    if not CHECKS.acquire(timeout=CHECK_WAIT_SECONDS):
-        raise Busy("Other logins are being checked; retry in a second.")
-    try:
-        user = credentials.login(ext.store, given["username"], given["password"], method)
-    finally:
-        CHECKS.release()
+    # a password check waits for a free one (passwords.CHECK_WAIT), then raises Busy: 503
+    user = credentials.login(ext.store, given["username"], given["password"], method)
     if user is None:
         raise with_headers(Unauthorized("The username or password is wrong."), challenge())
     body = credentials.issue_token(user, ext.token_secret, current_app.config["TOKEN_TTL"])

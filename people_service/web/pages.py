@@ -5,9 +5,9 @@ import json
 import re
 from functools import cache
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
-from flask import Blueprint, current_app, request, send_from_directory, url_for
+from flask import Blueprint, current_app, request, send_from_directory
 from flask_cors import CORS
 from werkzeug.wrappers import Response
 
@@ -49,18 +49,22 @@ def favicon():
     return response
 
 
+# Pages link their assets relative to themselves (every page is at the top of the app: /, /docs,
+# /graphql), so that a page holds no mount prefix: one rendered once and kept for every browser
+# can never carry a prefix a client sent (gunicorn takes SCRIPT_NAME from a request header).
 @bp.app_template_global()
 def asset_url(filename: str) -> str:
-    """The URL of one of our own static files, with its content hash for caching."""
-    return url_for("assets.asset", filename=filename, v=_fingerprint(filename))
+    """The page-relative URL of one of our own static files, with its content hash."""
+    return f"static/{quote(filename, safe='/@')}?v={_fingerprint(filename)}"
 
 
 def vendor_url(package: str, path: str, base: str = "") -> str:
-    """The URL of a file of a vendored npm package: ours, or under `base` (an npm CDN)."""
+    """The URL of a file of a vendored npm package: ours (page-relative), or under `base` (an
+    npm CDN)."""
     spec = f"{package}@{vendored()[package]['version']}"
     if base:
         return f"{base.rstrip('/')}/{spec}/{path}"
-    return url_for("assets.asset", filename=f"vendor/{spec}/{path}")
+    return "static/" + quote(f"vendor/{spec}/{path}", safe="/@")
 
 
 def source_of(base: str) -> str:
