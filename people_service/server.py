@@ -2,6 +2,7 @@
 
 import atexit
 import contextlib
+import glob
 import logging
 import os
 import resource
