@@ -3,6 +3,7 @@
 from contextlib import contextmanager
 
 from ..errors import Conflict, ServiceError
+from .events import EventStore
 from .people import PeopleStore, insert, now_iso
 
 READ_ONLY = "The database is read-only; nothing was written."
@@ -103,6 +104,18 @@ MIGRATIONS = [
         created_at TEXT NOT NULL
     )
     """,
+    # every change as an event, written in the change's own transaction (SPEC 11c); the
+    # sender of a message.created, who alone (and admin) sees it in the feed
+    """
+    CREATE TABLE events (
+        id {identity},
+        type TEXT NOT NULL,
+        data TEXT NOT NULL,
+        sender_id TEXT,
+        created_at TEXT NOT NULL
+    );
+    CREATE INDEX events_created ON events (created_at)
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 FOLD_PLACES_AT = 3  # the migration after which existing rows get their folded keys
@@ -122,7 +135,7 @@ class Rows(list):
         return self
 
 
-class Store(PeopleStore):
+class Store(PeopleStore, EventStore):
     """The SQL of both backends (`?` placeholders). A backend provides `_connection()`,
     `_transaction(begin)`, `translate()` (a broken constraint is Conflict, which callers that
     know the constraint make precise), where the schema version is kept, and the dialect below."""

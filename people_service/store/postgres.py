@@ -13,7 +13,7 @@ from psycopg_pool import ConnectionPool
 from ..errors import Busy, Conflict, ServiceError, StorageFull, Unavailable
 from .base import READ_ONLY, Store
 
-IDENTITY_TABLES = ("people", "messages", "api_keys", "users")
+IDENTITY_TABLES = ("people", "messages", "api_keys", "users", "events")
 # the domain error for each kind of driver error, the first that matches
 ERRORS = (
     (pg_errors.IntegrityError, Conflict),
@@ -47,6 +47,7 @@ class PostgresStore(Store):
     on what it read locks those rows (FOR UPDATE), and uniqueness is the constraints' job."""
 
     GREATEST = "greatest"
+    ORDER_EVENTS = "SELECT pg_advisory_xact_lock(?)"
     FOR_UPDATE = " FOR UPDATE"
     NAME_ORDER = 'name_key COLLATE "C"'
     DRIVER_ERROR = psycopg.Error
