@@ -4,7 +4,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from . import schemas
+from . import events, schemas
 from .errors import Invalid, InvalidArgument, NotFound, PreconditionFailed, ServiceError
 
 # Checks the current person inside a write's transaction (the HTTP layer's If-Match).
@@ -124,8 +124,9 @@ def create_person(store, data, precondition: Precondition | None = None) -> tupl
     if precondition is not None and not precondition(None):
         raise PreconditionFailed("No person exists yet for If-Match to match; leave it out.")
     with store.transaction():
-        person_id = store.insert_person(columns(person))
-        return person_out(store.get_person(person_id)), True
+        created = person_out(store.get_person(store.insert_person(columns(person))))
+        events.record(store, "person.created", created)
+        return created, True
 
 
 def _without_path_id(data, person_id):
@@ -142,7 +143,7 @@ def replace_person(store, person_id, data, precondition: Precondition | None = N
     person = schemas.load(schemas.person_schema, _without_path_id(data, person_id))
     with _locked(store, person_id, precondition) as (key, _):
         store.update_person(key, columns(person))
-        return person_out(store.get_person(key))
+        return _updated(store, key)
 
 
 def update_person(store, person_id, patch, precondition: Precondition | None = None) -> dict:
@@ -157,7 +158,14 @@ def _merge(store, person_id, changes: dict, precondition: Precondition | None) -
         if changes.get("address") is not None:
             changes = {**changes, "address": {**current["address"], **changes["address"]}}
         store.update_person(key, columns({**current, **changes}))
-        return person_out(store.get_person(key))
+        return _updated(store, key)
+
+
+def _updated(store, key: int) -> dict:
+    """The person after a change, recorded as person.updated (also when nothing changed)."""
+    person = person_out(store.get_person(key))
+    events.record(store, "person.updated", person)
+    return person
 
 
 @contextmanager
@@ -173,6 +181,7 @@ def delete_person(store, person_id, precondition: Precondition | None = None) ->
     """Delete a person with their friendships and messages, in one transaction."""
     with _locked(store, person_id, precondition) as (key, _):
         store.delete_person(key)
+        events.record(store, "person.deleted", {"id": str(key)})
 
 
 def people_by_ids(store, person_ids: list[str]) -> dict[str, dict]:
@@ -197,7 +206,8 @@ def add_friend(store, person_id, friend_id) -> dict:
         a, b = _both(store, person_id, friend_id)
         if a == b:
             raise Invalid.of_field("friend_id", "A person cannot befriend themselves.")
-        store.add_friendship(a, b)
+        if store.add_friendship(a, b):
+            events.record(store, "friendship.created", _pair(a, b))
     return get_person(store, a)
 
 
@@ -205,8 +215,13 @@ def remove_friend(store, person_id, friend_id) -> dict:
     """End a friendship (fine when there was none); returns the first person."""
     with store.transaction():
         a, b = _both(store, person_id, friend_id)
-        store.remove_friendship(a, b)
+        if store.remove_friendship(a, b):
+            events.record(store, "friendship.deleted", _pair(a, b))
     return get_person(store, a)
+
+
+def _pair(person_id: int, friend_id: int) -> dict:
+    return {"person_id": str(person_id), "friend_id": str(friend_id)}
 
 
 def list_friends(store, person_id, *, limit=None, offset=None) -> tuple[list[dict], int, dict]:
@@ -234,15 +249,18 @@ def message_out(row: dict) -> dict:
 def send_message(store, viewer: Viewer, data) -> dict:
     """Send a message from the caller to a person (NotFound for an unknown person)."""
     message = schemas.load(schemas.message_schema, data)
-    row = store.insert_message(
-        {
-            "person_id": int(message["person_id"]),  # an id: the schema checked it
-            "sender_id": viewer.sender_id,
-            "sender": viewer.name,
-            "content": message["content"],
-        }
-    )
-    return message_out(row)
+    with store.transaction():
+        row = store.insert_message(
+            {
+                "person_id": int(message["person_id"]),  # an id: the schema checked it
+                "sender_id": viewer.sender_id,
+                "sender": viewer.name,
+                "content": message["content"],
+            }
+        )
+        sent = message_out(row)
+        events.record(store, "message.created", sent, viewer.sender_id)
+    return sent
 
 
 def get_message(store, viewer: Viewer, message_id) -> dict:

@@ -5,6 +5,7 @@ import time
 from contextlib import contextmanager
 
 from ..errors import Conflict, ServiceError
+from .events import EventStore
 from .people import PeopleStore, insert, iso, now_iso
 
 READ_ONLY = "The database is read-only; nothing was written."
@@ -105,7 +106,18 @@ MIGRATIONS = [
         created_at TEXT NOT NULL
     )
     """,
-    # 5: the events table (the coordinator's; this list is renumbered when it is merged)
+    # every change as an event, written in the change's own transaction (SPEC 11c); the
+    # sender of a message.created, who alone (and admin) sees it in the feed
+    """
+    CREATE TABLE events (
+        id {identity},
+        type TEXT NOT NULL,
+        data TEXT NOT NULL,
+        sender_id TEXT,
+        created_at TEXT NOT NULL
+    );
+    CREATE INDEX events_created ON events (created_at)
+    """,
     # persisted queries are bounded per caller too, least recently used first out
     """
     ALTER TABLE persisted_queries ADD COLUMN owner TEXT NOT NULL DEFAULT '';
@@ -151,7 +163,7 @@ class Rows(list):
         return self
 
 
-class Store(PeopleStore):
+class Store(PeopleStore, EventStore):
     """The SQL of both backends (`?` placeholders). A backend provides `_connection()`,
     `_transaction(begin)`, `translate()` (a broken constraint is Conflict, which callers that
     know the constraint make precise), where the schema version is kept, and the dialect below."""

@@ -9,7 +9,7 @@ from ..errors import Conflict, NotFound
 PERSON_COLUMNS = "id, name, age, email, street, city, country"
 MESSAGE_COLUMNS = "id, person_id, sender, content, created_at"
 # The tables a migration between backends copies, in an order that keeps foreign keys satisfied
-TABLES = ("people", "friendships", "messages", "api_keys", "users")
+TABLES = ("people", "friendships", "messages", "api_keys", "users", "events")
 
 
 def iso(timestamp: float) -> str:
@@ -159,16 +159,18 @@ class PeopleStore:
         """Delete a person; friendships and messages go with it (ON DELETE CASCADE)."""
         return self._changed("DELETE FROM people WHERE id = ?", (person_id,))
 
-    def add_friendship(self, person_id: int, friend_id: int) -> None:
-        """Make two people friends both ways; already being friends is fine."""
-        self._execute(
+    def add_friendship(self, person_id: int, friend_id: int) -> bool:
+        """Make two people friends both ways; already being friends is fine. Whether they
+        became friends now."""
+        return self._changed(
             "INSERT INTO friendships (person_id, friend_id) VALUES (?, ?), (?, ?)"
             " ON CONFLICT DO NOTHING",
             (person_id, friend_id, friend_id, person_id),
         )
 
-    def remove_friendship(self, person_id: int, friend_id: int) -> None:
-        self._execute(
+    def remove_friendship(self, person_id: int, friend_id: int) -> bool:
+        """End a friendship both ways; whether there was one."""
+        return self._changed(
             "DELETE FROM friendships WHERE (person_id = ? AND friend_id = ?)"
             " OR (person_id = ? AND friend_id = ?)",
             (person_id, friend_id, friend_id, person_id),

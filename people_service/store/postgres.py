@@ -14,7 +14,7 @@ from psycopg_pool import ConnectionPool
 from ..errors import Busy, Conflict, ServiceError, StorageFull, Unavailable
 from .base import READ_ONLY, PerProcess, Store
 
-IDENTITY_TABLES = ("people", "messages", "api_keys", "users")
+IDENTITY_TABLES = ("people", "messages", "api_keys", "users", "events")
 # the domain error for each kind of driver error, the first that matches
 ERRORS = (
     (pg_errors.IntegrityError, Conflict),
@@ -48,6 +48,7 @@ class PostgresStore(Store):
     on what it read locks those rows (FOR UPDATE), and uniqueness is the constraints' job."""
 
     GREATEST = "greatest"
+    ORDER_EVENTS = "SELECT pg_advisory_xact_lock(?)"
     FOR_UPDATE = " FOR UPDATE"
     NAME_ORDER = 'name_key COLLATE "C"'
     DRIVER_ERROR = psycopg.Error
