@@ -43,7 +43,7 @@ def create_app(config: dict | None = None) -> "Flask":
     """The WSGI app; `config` overrides PEOPLE_SERVICE_* settings (same names)."""
     # Flask and Ariadne are imported here, not with the package: the CLI starts without them
     from .graphql import view as graphql
-    from .rest import openapi, ops, people
+    from .rest import events, openapi, ops, people
     from .web import Services, lifecycle, metrics, pages, problems, ratelimit
 
     options = settings.load(config)
@@ -81,6 +81,7 @@ def create_app(config: dict | None = None) -> "Flask":
     lifecycle.init_app(app)  # before the limiter: its after_request must run after the limiter's
     for bp in (people.bp, people.messages, ops.bp, ops.tokens, graphql.bp, ops.front, pages.bp):
         app.register_blueprint(bp)
+    app.register_blueprint(events.bp)  # GET /events, the feed and its stream (SPEC 11c)
     pages.init_cors(app)  # before the limiter: preflights are answered before anyone is charged
     services.limiter = ratelimit.init_app(
         app, unlimited=services.unlimited, handshake={"tokens.issue_token"}
