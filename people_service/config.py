@@ -53,8 +53,16 @@ DEFAULTS: dict[str, object] = {
     # how new passwords are hashed (werkzeug's generate_password_hash method: pbkdf2:HASH:ROUNDS
     # or scrypt:N:R:P); older hashes keep their own method. Lower it only for tests
     "PASSWORD_HASH_METHOD": "pbkdf2:sha256:600000",
+    # most event streams (GET /events as text/event-stream) one process holds; 0: half of
+    # serve's --threads, 4 under other WSGI servers
+    "EVENT_STREAMS": 0,
+    # seconds an event stream lasts before the server ends it with a retry: hint
+    "EVENT_STREAM_SECONDS": 300,
+    # most seconds between two writes to an event stream (a comment line when nothing happens)
+    "EVENT_HEARTBEAT_SECONDS": 15,
 }
 
+AUTO = ("EVENT_STREAMS",)  # integer settings where 0 means "chosen for the server"
 EXPLORERS = ("playground", "graphiql", "none")
 STORAGE_SCHEMES = ("memory://", "sqlite://", "redis://", "rediss://", "redis+unix://")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -110,8 +118,9 @@ def check(config: dict) -> None:
         raise ConfigError(f"{PREFIX}LOG_LEVEL must be one of {', '.join(LOG_LEVELS)}")
     for name in [name for name, value in DEFAULTS.items() if type(value) is int]:
         value = config[name]
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ConfigError(f"{PREFIX}{name} must be a positive integer")
+        if isinstance(value, bool) or not isinstance(value, int) or value < (name not in AUTO):
+            least = "0 or more" if name in AUTO else "a positive integer"
+            raise ConfigError(f"{PREFIX}{name} must be {least}")
     # the flush thread waits this long: past what threading can wait for, it would die silently
     if config["USAGE_FLUSH_SECONDS"] > 86_400:
         raise ConfigError(f"{PREFIX}USAGE_FLUSH_SECONDS must be at most 86400 (a day)")

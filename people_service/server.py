@@ -17,7 +17,7 @@ import time
 
 from waitress import create_server
 
-from . import create_app, credentials, transfer
+from . import create_app, credentials, events, transfer
 from .config import ConfigError
 from .errors import Conflict
 from .store import redacted
@@ -131,6 +131,7 @@ def allow_connections(limit: int, threads: int) -> bool:
 
 def serve(app, sockets, *, threads, connection_limit, channel_timeout, use_select, url_prefix=""):
     """Serve `app` with waitress until SIGTERM or SIGINT, then finish the running requests."""
+    app.config["EVENT_STREAMS"] = app.config["EVENT_STREAMS"] or max(1, threads // 2)
     server = create_server(
         app,
         sockets=sockets,
@@ -186,6 +187,7 @@ def _take_stop_signals(ended: threading.Event) -> None:
     def insist() -> None:
         global _stopping
         signum = os.read(taken, 1)[0]
+        events.close_streams()  # streams are not requests to wait for: they end now
         while not ended.wait(STOP_GRACE):
             _stopping = False
             os.kill(os.getpid(), signum)

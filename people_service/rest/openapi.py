@@ -21,6 +21,7 @@ ERROR_TEXT = {
     403: "The credentials lack the scope.",
     404: "No such person or message.",
     409: "Another person has this email.",
+    410: "Events after this cursor were removed (EVENT_RETENTION_DAYS): start without it.",
     412: "If-Match does not match the current ETag.",
     413: "The body is larger than MAX_BODY_BYTES.",
     415: "The body is not JSON.",
@@ -60,6 +61,10 @@ ETAGS = {**STRING, "examples": ["*", '"5cfe64247a3194e1aef01f703986f715572b8d1d"
 HEADER_PARAMETERS = {  # request headers a view may name: (schema, description)
     "If-Match": (ETAGS, "Only change the person if its ETag is one of these (or `*`)."),
     "If-None-Match": (ETAGS, "Answer 304 if the person's ETag is one of these."),
+    "Last-Event-ID": (
+        {"type": "string", "pattern": "^(0|[1-9][0-9]{0,17})$"},
+        "With text/event-stream: resume after this event id (it wins over `after`).",
+    ),
     "Idempotency-Key": (
         {**STRING, "minLength": 1, "maxLength": 255, "pattern": "^[\\x20-\\x7e]+$"},
         "Retrying with the same key and body within 24 h replays the answer.",

@@ -49,3 +49,15 @@ class EventStore:
             }
             for row in rows
         ]
+
+    def latest_event_id(self) -> int:
+        """The newest committed event's id (0 when none): the feed's cheap once-a-second poll."""
+        row = self._execute("SELECT max(id) AS latest FROM events").fetchone()
+        return int(row["latest"] or 0)
+
+    def events_pruned_through(self) -> int:
+        """The highest event id that retention removed (0 when none was)."""
+        row = self._execute(
+            "SELECT value FROM settings WHERE name = 'events_pruned_through'"
+        ).fetchone()
+        return int(row["value"]) if row else 0

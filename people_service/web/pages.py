@@ -111,7 +111,7 @@ def html_response(body: str, policy: str | None = None) -> Response:
 
 # what a browser app may send: the credentials, JSON bodies and the conditional/idempotent writes
 ALLOW_HEADERS = (
-    "Authorization Content-Type Idempotency-Key If-Match If-None-Match X-API-Key "
+    "Authorization Content-Type Idempotency-Key If-Match If-None-Match Last-Event-ID X-API-Key "
     "X-HTTP-Method-Override X-Request-ID"
 ).split()
 # what its scripts may read beyond the CORS-safelisted response headers

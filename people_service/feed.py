@@ -1,0 +1,173 @@
+"""The event feed: pages of events after a cursor, and the same as a server-sent event stream."""
+
+import json
+import os
+import re
+import threading
+import time
+from collections.abc import Iterator
+
+from marshmallow import EXCLUDE, Schema, ValidationError, fields
+
+from . import events, schemas
+from .errors import InvalidArgument, ServiceError
+from .service import Viewer
+
+# an event id, or 0 (before the first); at most PostgreSQL's bigint
+CURSOR_PATTERN = r"^(0|[1-9][0-9]{0,17})$"
+CURSOR_RULE = "Must be an event id: a whole number, 0 or more."
+TYPES_RULE = f"Use a comma list of {', '.join(events.TYPES)}."
+BATCH = 100  # events a stream reads per query
+RETRY_MS = 1000  # the `retry:` hint a stream ends with: reconnect a second later
+
+
+class Cursor(fields.String):
+    def __init__(self, **kwargs):
+        metadata = {"pattern": CURSOR_PATTERN, "example": "1234", **kwargs.pop("metadata", {})}
+        super().__init__(metadata=metadata, **kwargs)
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if not isinstance(value, str) or not re.fullmatch(CURSOR_PATTERN, value):
+            raise ValidationError(CURSOR_RULE)
+        return int(value)
+
+
+class EventTypes(fields.String):
+    """A comma list of event types, as a tuple without repeats."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        names = value.split(",") if isinstance(value, str) and len(value) <= 500 else [""]
+        unknown = [name for name in names if name not in events.TYPES]
+        if unknown:
+            raise ValidationError(f"Unknown event type {unknown[0][:40]!r}. {TYPES_RULE}")
+        return tuple(dict.fromkeys(names))
+
+
+class FeedQuerySchema(Schema):
+    class Meta:
+        unknown = EXCLUDE
+
+    after = Cursor(
+        metadata={
+            "description": "Events with a larger id than this one (the last id you saw); "
+            "without it, from the oldest event kept. The stream starts after Last-Event-ID, "
+            "else after this, else from now."
+        }
+    )
+    limit = schemas.Count(1, 1000, load_default=100)
+    type = EventTypes(
+        metadata={
+            "description": f"Only events of these types. {TYPES_RULE}",
+            "example": "person.created,person.deleted",
+        }
+    )
+
+
+feed_query_schema = FeedQuerySchema()
+
+
+class Pruned(ServiceError):
+    """`after` is older than the events kept: some event after it was removed."""
+
+    default_detail = (
+        "Events after this cursor were removed (EVENT_RETENTION_DAYS); start again without "
+        "`after` and catch up from the data itself."
+    )
+
+
+def parse_query(args: dict) -> dict:
+    """`after` (None when absent), `limit` and `type` (a tuple, empty for every type);
+    InvalidArgument naming the parameter."""
+    query = schemas.load(feed_query_schema, args, error=InvalidArgument)
+    return {"after": query.get("after"), "limit": query["limit"], "types": query.get("type", ())}
+
+
+def parse_last_event_id(value: str) -> int:
+    """The Last-Event-ID header as a cursor; InvalidArgument naming the header."""
+    if not re.fullmatch(CURSOR_PATTERN, value.strip()):
+        raise InvalidArgument(
+            f"Last-Event-ID: {CURSOR_RULE}", errors={"Last-Event-ID": [CURSOR_RULE]}
+        )
+    return int(value.strip())
+
+
+def check_kept(store, after: int | None) -> None:
+    """Pruned when events after `after` were removed (None: from the oldest kept, always fine)."""
+    if after is not None and after < store.events_pruned_through():
+        raise Pruned()
+
+
+def list_events(store, viewer: Viewer, after: int | None, limit: int, types=()) -> tuple:
+    """Up to `limit` events after the cursor that `viewer` may see, by id, and whether more
+    follow. Pruned for a cursor older than the events kept."""
+    found = store.events_after(after or 0, limit + 1, tuple(types), viewer.filter)
+    check_kept(store, after)  # after the read: a removal during it shows in the setting
+    return found[:limit], len(found) > limit
+
+
+def start_of_stream(store, after: int | None) -> int:
+    """The cursor a stream starts after: `after` if kept (else Pruned), or now."""
+    if after is None:
+        return store.latest_event_id()  # ids of later commits are larger (store.insert_event)
+    check_kept(store, after)
+    return after
+
+
+def sse(event: dict) -> str:
+    """One event as a server-sent event: id, event type and the event's JSON on one line."""
+    data = json.dumps(event, ensure_ascii=False, separators=(",", ":"))
+    return f"id: {event['id']}\nevent: {event['type']}\ndata: {data}\n\n"
+
+
+def stream(
+    store, viewer: Viewer, cursor: int, types=(), *, lifetime: float, heartbeat: float
+) -> Iterator[str]:
+    """The events after `cursor` as they are committed, for `lifetime` seconds, a comment at
+    least every `heartbeat` seconds (a client that left is noticed at the next write), then a
+    `retry:` hint. Ends at once when the process stops serving."""
+    watch = events.watch(store)
+    deadline = time.monotonic() + lifetime
+    written = time.monotonic()
+    yield f": events after {cursor}\n\n"  # the headers go out now, whatever happens next
+    try:
+        while not events.closing():
+            seen = watch.latest  # read before the query: a commit after it wakes the wait
+            found = store.events_after(cursor, BATCH, tuple(types), viewer.filter)
+            store.release()  # an idle stream holds no database connection
+            if found:
+                cursor = int(found[-1]["id"])
+                yield "".join(map(sse, found))
+                written = time.monotonic()
+                if len(found) == BATCH:
+                    continue
+            now = time.monotonic()
+            if now >= deadline:
+                break
+            if not watch.wait(seen, min(deadline, written + heartbeat) - now):
+                if time.monotonic() - written >= heartbeat:
+                    yield ":\n\n"
+                    written = time.monotonic()
+        yield f"retry: {RETRY_MS}\n\n"
+    finally:
+        store.release()
+
+
+class Slots:
+    """How many streams this process holds, at most `limit` (counted per process: a fork
+    starts from none)."""
+
+    def __init__(self):
+        self.pid = 0
+
+    def take(self, limit: int) -> bool:
+        if self.pid != os.getpid():
+            self.pid, self.lock, self.held = os.getpid(), threading.Lock(), 0
+        with self.lock:
+            if self.held >= limit:
+                return False
+            self.held += 1
+            return True
+
+    def give(self) -> None:
+        with self.lock:
+            self.held -= 1

@@ -1,0 +1,125 @@
+"""GET /events: the feed of changes as pages of JSON, or as a server-sent event stream."""
+
+from urllib.parse import urlencode
+
+from flask import Blueprint, current_app, request
+from marshmallow import Schema, fields, validate
+from werkzeug.exceptions import Gone
+from werkzeug.wrappers import Response
+
+from .. import events, feed
+from ..errors import Busy
+from ..web import get_store
+from ..web.caller import current_caller, required
+from ..web.jsonio import json_response
+from ..web.negotiation import JSON, negotiate
+from ..web.problems import with_headers
+from .openapi import doc, strict_query
+
+bp = Blueprint("events", __name__)
+strict_query(bp)
+
+STREAM = "text/event-stream"
+OTHER_SERVERS = 4  # streams a process holds when EVENT_STREAMS is 0 and serve did not set it
+RETRY_AFTER = "5"  # seconds a client refused a stream waits: streams end every few minutes
+
+
+class EventSchema(Schema):
+    id = fields.String(required=True, metadata={"example": "1234"})
+    type = fields.String(required=True, validate=validate.OneOf(events.TYPES))
+    timestamp = fields.String(
+        required=True, metadata={"format": "date-time", "example": "2026-11-27T10:00:00.123Z"}
+    )
+    data = fields.Dict(
+        required=True,
+        metadata={"description": "The person, message or friendship, as SPEC 11c says."},
+    )
+
+
+DESCRIPTION = (
+    "The events after `after`, by id; follow the `next` link (or pass the last id you saw as "
+    "`after`) to see every event exactly once, in id order, whichever process or instance "
+    "wrote it. `message.created` events are shown only to their sender and to `admin`. "
+    "An `after` older than the events kept is 410: start again without it.\n\n"
+    "With `Accept: text/event-stream` the same URL streams server-sent events (`id:`, "
+    "`event:`, `data:` the event's JSON) after `Last-Event-ID` (else `after`, else from now), "
+    "with a comment line at least every 15 seconds, for EVENT_STREAM_SECONDS, ending with a "
+    "`retry:` hint; a process holds at most EVENT_STREAMS streams (503 with Retry-After "
+    "beyond). `limit` does not apply to a stream."
+)
+
+
+def _page(found: list, more: bool, query: dict):
+    headers = {"Vary": "Accept"}
+    if more:
+        params = [("after", found[-1]["id"]), ("limit", query["limit"])]
+        if query["types"]:
+            params.append(("type", ",".join(query["types"])))
+        path = request.script_root + request.path
+        headers["Link"] = f'<{path}?{urlencode(params, safe=",")}>; rel="next"'
+    return json_response(found, headers=headers)
+
+
+@bp.get("/events")
+@required
+@doc(
+    "Follow every change: the events after a cursor, or a live stream of them",
+    query=feed.FeedQuerySchema,
+    ok={200: ("The events after the cursor, by id.", EventSchema(many=True), ["Link"])},
+    headers=["Last-Event-ID"],
+    errors=[410],
+    tag="events",
+    description=DESCRIPTION,
+)
+def list_events():
+    query = feed.parse_query(request.args.to_dict())
+    viewer, store = current_caller().viewer, get_store()
+    try:
+        if negotiate((JSON, STREAM)) == STREAM:
+            return _stream(store, viewer, query)
+        return _page(
+            *feed.list_events(store, viewer, query["after"], query["limit"], query["types"]), query
+        )
+    except feed.Pruned as error:
+        raise Gone(error.detail) from None
+
+
+def _stream(store, viewer, query):
+    config = current_app.config
+    resume = request.headers.get("Last-Event-ID")
+    after = feed.parse_last_event_id(resume) if resume is not None else query["after"]
+    cursor = feed.start_of_stream(store, after)
+    slots = current_app.extensions["event_streams"]
+    if not slots.take(config["EVENT_STREAMS"] or OTHER_SERVERS):
+        raise with_headers(
+            Busy(
+                "This process holds as many event streams as it may (EVENT_STREAMS); retry "
+                "later, or poll GET /events with after."
+            ),
+            {"Retry-After": RETRY_AFTER},
+        )
+    body = feed.stream(
+        store,
+        viewer,
+        cursor,
+        query["types"],
+        lifetime=config["EVENT_STREAM_SECONDS"],
+        heartbeat=config["EVENT_HEARTBEAT_SECONDS"],
+    )
+    response = Response(body, mimetype=STREAM)
+    response.call_on_close(slots.give)  # however the stream ends, even before it started
+    # no cache or proxy may buffer or keep it
+    response.headers.update({"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+    response.headers["Vary"] = "Accept"
+    return response
+
+
+@bp.record_once
+def _setup(state) -> None:
+    state.app.extensions["event_streams"] = feed.Slots()
+
+
+@bp.teardown_app_request
+def _wake_streams(error=None) -> None:
+    # a write of this request committed an event: this process's streams hear of it now
+    events.committed(get_store())
