@@ -51,6 +51,14 @@ DEFAULTS: dict[str, object] = {
     # how new passwords are hashed (werkzeug's generate_password_hash method: pbkdf2:HASH:ROUNDS
     # or scrypt:N:R:P); older hashes keep their own method. Lower it only for tests
     "PASSWORD_HASH_METHOD": "pbkdf2:sha256:600000",
+    # seconds a webhook receiver has to answer (connect included) before the attempt fails
+    "WEBHOOK_TIMEOUT": 10,
+    # seconds between a failed delivery attempt and the next (comma list); after the last: failed
+    "WEBHOOK_RETRY_SCHEDULE": "5,300,1800,7200,18000,36000,36000",
+    # whether webhook URLs may reach loopback, private and link-local addresses (tests, LANs)
+    "WEBHOOK_ALLOW_PRIVATE": False,
+    # days events and finished deliveries are kept
+    "EVENT_RETENTION_DAYS": 7,
 }
 
 EXPLORERS = ("playground", "graphiql", "none")
@@ -128,6 +136,7 @@ def check(config: dict) -> None:
             f"https://cdn.jsdelivr.net/npm, not {config['EXPLORER_CDN']!r}"
         )
     cors_origins(config["CORS_ORIGINS"])
+    retry_schedule(config["WEBHOOK_RETRY_SCHEDULE"])
     if not HASH_METHOD.fullmatch(str(config["PASSWORD_HASH_METHOD"])):
         raise ConfigError(
             f"{PREFIX}PASSWORD_HASH_METHOD must look like pbkdf2:sha256:600000 or "
@@ -148,6 +157,20 @@ def cors_origins(value) -> list[str]:
                 f"https://app.example.org, not {origin!r}"
             )
     return [origin.rstrip("/").lower() for origin in origins]
+
+
+def retry_schedule(value) -> list[float]:
+    """WEBHOOK_RETRY_SCHEDULE as seconds: a comma list of numbers, each 0 to a day."""
+    try:
+        delays = [float(item) for item in str(value).split(",") if item.strip()]
+    except ValueError:
+        delays = []
+    if not delays or not all(0 <= delay <= 86_400 for delay in delays):
+        raise ConfigError(
+            f"{PREFIX}WEBHOOK_RETRY_SCHEDULE must be a comma list of seconds (0 to 86400) such"
+            f" as 5,300,1800, not {value!r}"
+        )
+    return delays
 
 
 def limit_problem(value) -> str | None:
