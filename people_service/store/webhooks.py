@@ -198,7 +198,7 @@ class WebhookStore:
                     )
         return recorded
 
-    def delivery_backlog(self, now: float) -> dict:
+    def delivery_backlog(self) -> dict:
         """Pending deliveries and the age in seconds of the oldest, for /metrics."""
         row = self._execute(
             "SELECT count(*) AS pending, min(e.created_at) AS oldest FROM deliveries d"
