@@ -43,7 +43,7 @@ def create_app(config: dict | None = None) -> "Flask":
     """The WSGI app; `config` overrides PEOPLE_SERVICE_* settings (same names)."""
     # Flask and Ariadne are imported here, not with the package: the CLI starts without them
     from .graphql import view as graphql
-    from .rest import openapi, ops, people
+    from .rest import openapi, ops, people, webhooks
     from .web import Services, lifecycle, metrics, pages, problems, ratelimit
 
     options = settings.load(config)
@@ -79,7 +79,8 @@ def create_app(config: dict | None = None) -> "Flask":
         metrics.init_app(app)  # first: its after_request runs last, once the answer is final
     problems.init_app(app)
     lifecycle.init_app(app)  # before the limiter: its after_request must run after the limiter's
-    for bp in (people.bp, people.messages, ops.bp, ops.tokens, graphql.bp, ops.front, pages.bp):
+    blueprints = (people.bp, people.messages, ops.bp, ops.tokens, graphql.bp, ops.front, pages.bp)
+    for bp in (*blueprints, webhooks.bp):
         app.register_blueprint(bp)
     pages.init_cors(app)  # before the limiter: preflights are answered before anyone is charged
     services.limiter = ratelimit.init_app(
