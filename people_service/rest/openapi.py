@@ -207,7 +207,9 @@ def build_spec(app, exempt: set[str]) -> dict:
             )
     for path, operations in paths.items():
         spec.path(path=path, operations=operations)
-    return spec.to_dict()
+    from .webhooks import openapi_webhooks  # it imports this module
+
+    return {**spec.to_dict(), "webhooks": openapi_webhooks()}
 
 
 class AddressOutSchema(Schema):
