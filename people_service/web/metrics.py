@@ -16,6 +16,8 @@ from prometheus_client import (
     multiprocess,
 )
 
+from .. import delivery
+from . import get_store
 from .caller import authenticate, check_scope
 
 # prometheus-client's switch: every process writes its samples there and a scrape adds them up
@@ -104,6 +106,7 @@ def _record(response: Response) -> Response:
 def metrics():
     """The Prometheus text format, for callers with the scope 'admin'."""
     check_scope(authenticate(), "admin")
+    delivery.observe(get_store())  # the webhook backlog, as the database has it now
     registry = REGISTRY
     if os.environ.get(MULTIPROCESS_DIR):
         registry = CollectorRegistry()
