@@ -23,6 +23,9 @@ class Services:
 
     def close(self) -> None:
         """Write pending usage counts and close the store's connections (idempotent)."""
+        from .. import delivery  # not at import: server.py sets up the metrics first
+
+        delivery.stop_for(self, wait=2)  # its webhook worker, once its attempts are recorded
         self.usage.stop()
         self.store.close()
 
