@@ -158,6 +158,9 @@ def serve(app, sockets, *, threads, connection_limit, channel_timeout, use_selec
     logging.getLogger("waitress.queue").setLevel(logging.ERROR)
     ended = threading.Event()
     _take_stop_signals(ended)
+    from . import delivery  # after share_metrics(): it makes prometheus-client's metrics
+
+    delivery.ensure(services(app), app.config)  # this process delivers webhooks from now
     # on SystemExit waitress's threads finish the requests they run; waiting ones are dropped
     server.run()
     ended.set()
