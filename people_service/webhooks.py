@@ -84,6 +84,9 @@ def target(url: str, allow_private: bool, *, resolve: bool = True) -> Target | N
     if not host:
         raise ValueError("Must name a host.")
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    name = host.rstrip(".").lower()
+    if not allow_private and (name == "localhost" or name.endswith(".localhost")):
+        raise ValueError("Its host is a loopback name (localhost), which is not allowed.")
     if not resolve:
         return None
     try:
