@@ -14,7 +14,7 @@ from people_service import delivery
 from people_service.store.webhooks import PRUNED_THROUGH
 from people_service.web import services
 
-from .conftest import ACTIVE, cli, close_app, database, make_app, new_key, start_demo
+from .conftest import ACTIVE, ServerProcess, cli, close_app, database, make_app, new_key, start_demo
 
 
 class Receiver:
@@ -363,3 +363,76 @@ def test_the_cli_creates_lists_and_deletes(tmp_path):
     assert cli("webhooks", "delete", "1", db=db).returncode == 0
     assert cli("webhooks", "delete", "1", db=db).returncode == 1
     assert cli("webhooks", "list", db=db).stdout.splitlines()[1:] == []
+
+
+def hook_env(**more) -> dict:
+    settings = {"WEBHOOK_ALLOW_PRIVATE": "true", "WEBHOOK_TIMEOUT": "2", **more}
+    return {f"PEOPLE_SERVICE_{name}": value for name, value in settings.items()}
+
+
+def cli_webhook(db, url) -> str:
+    made = cli("webhooks", "create", url, db=db, env=hook_env())
+    assert made.returncode == 0, made.stderr
+    return made.stdout.strip().splitlines()[-1]
+
+
+def test_kill_9_loses_neither_the_pending_nor_the_delivery_in_flight(tmp_path):
+    seen: dict[str, list[int]] = {}
+    lock = threading.Lock()
+
+    def answer(request):
+        event_id = request["headers"]["webhook-id"]
+        with lock:
+            first = event_id not in seen
+            order = len(seen)
+            status = (None if order == 0 else 500) if first else 200
+            seen.setdefault(event_id, []).append(status)
+        return status
+
+    receiver = Receiver(answer)
+    server = start_demo(
+        tmp_path, **{k[15:]: v for k, v in hook_env(WEBHOOK_RETRY_SCHEDULE="1").items()}
+    )
+    try:
+        secret = cli_webhook(server.db, receiver.url)
+        for name in ("Ada", "Bob"):
+            made = server.request("POST", "/person", json={"name": name}, headers=server.headers)
+            assert made.status_code == 201
+        receiver.wait(2)  # the first hangs in flight; the second failed and waits its retry
+        server.stop(signal.SIGKILL)
+        server.start()
+        wait_for(lambda: len(seen) == 2 and all(200 in answers for answers in seen.values()), 30)
+        for request in receiver.requests:
+            verify(secret, request)
+    finally:
+        server.stop()
+        receiver.close()
+
+
+@pytest.mark.parametrize("mode", ["two workers", "two instances"])
+def test_each_of_40_events_is_delivered_once(tmp_path, mode):
+    if mode == "two instances" and ACTIVE["backend"] != "postgresql":
+        pytest.skip("two instances share a database on PostgreSQL")
+    receiver = Receiver(lambda request: 200)
+    env = hook_env(RATE_LIMIT="100000/minute")
+    args = ["--workers", "2"] if mode == "two workers" else []
+    db = database(tmp_path)
+    servers = [ServerProcess(db, env=env, args=args).start()]
+    try:
+        key = servers[0].wait_for_output(lambda line: line.startswith("ps_"))
+        if mode == "two instances":
+            servers.append(ServerProcess(db, env=env).start())
+        cli_webhook(db, receiver.url)
+        for n in range(40):
+            server = servers[n % len(servers)]
+            made = server.request(
+                "POST", "/person", json={"name": f"P{n}"}, headers={"X-API-Key": key}
+            )
+            assert made.status_code == 201
+        receiver.wait(40, timeout=30)
+        time.sleep(2)  # long enough for a second delivery of any of them
+        assert len(receiver.requests) == 40 and len(set(receiver.ids())) == 40
+    finally:
+        for server in servers:
+            server.stop()
+        receiver.close()
