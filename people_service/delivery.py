@@ -103,7 +103,7 @@ class Deliverer:
         self.pid = os.getpid()
         self.wakeup, self.stopping = threading.Event(), threading.Event()
         self.tokens = (f"{uuid.uuid4().hex}-{n}" for n in itertools.count())
-        self.pruned_at = 0.0
+        self.pruned_at, self.full = 0.0, False
         self.thread: threading.Thread | None = None
         self._store = None
         self._senders: ThreadPoolExecutor | None = None
@@ -152,10 +152,12 @@ class Deliverer:
         now = self.clock()
         if now - self.pruned_at >= PRUNE_SECONDS:
             self.prune(now)
-        if not self.store.delivery_due(now):
+        # the cheap look first, unless the last claim was full (more is surely due)
+        if not self.full and not self.store.delivery_due(now):
             return 0
         token = next(self.tokens)
         claimed = self.store.claim_deliveries(token, now, self.lease, SENDERS)
+        self.full = len(claimed) == SENDERS
         if not claimed:
             return 0
         if self._senders is None:
