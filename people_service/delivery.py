@@ -19,6 +19,7 @@ from datetime import datetime
 from prometheus_client import Counter, Gauge
 
 from .config import retry_schedule
+from .errors import ServiceError
 from .store import iso, open_store
 from .store.webhooks import event_body
 from .webhooks import Target, target
@@ -104,6 +105,7 @@ class Deliverer:
         self.wakeup, self.stopping = threading.Event(), threading.Event()
         self.tokens = (f"{uuid.uuid4().hex}-{n}" for n in itertools.count())
         self.pruned_at, self.full = 0.0, False
+        self.paused: str | None = None  # why the database did not answer, while it does not
         self.thread: threading.Thread | None = None
         self._store = None
         self._senders: ThreadPoolExecutor | None = None
@@ -124,7 +126,12 @@ class Deliverer:
         while not self.stopping.is_set():
             try:
                 busy = self.round()
-            except Exception:  # the database went away for a moment: the next round retries
+                self.paused = None
+            except ServiceError as exc:  # the database cannot answer now: said once, retried
+                if self.paused != exc.detail:
+                    log.warning("webhook delivery waits for the database: %s", exc.detail)
+                self.paused, busy = exc.detail, 0
+            except Exception:  # a bug: the next round retries
                 log.exception("webhook delivery failed; retrying")
                 busy = 0
             finally:

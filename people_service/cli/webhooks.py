@@ -53,9 +53,10 @@ def webhooks_list(database):
 
 @webhooks_group.command("delete")
 @database_option
-@click.argument("webhook_id", metavar="ID")
-def webhooks_delete(database, webhook_id):
+@click.argument("id")
+def webhooks_delete(database, id):  # noqa: A002 (the argument's name in --help)
     """Delete the webhook ID and its deliveries."""
+    webhook_id = id
     if not webhook_id.isdigit() or not webhook_id.isascii():
         raise CommandError(f"no webhook {webhook_id}")
     try:
