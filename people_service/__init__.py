@@ -33,7 +33,7 @@ def create_app(config: dict | None = None) -> "Flask":
     from flask import Flask
 
     from .graphql import view as graphql
-    from .rest import events, openapi, ops, people
+    from .rest import events, openapi, ops, people, webhooks
     from .web import (
         Services,
         end_request,
@@ -64,7 +64,16 @@ def create_app(config: dict | None = None) -> "Flask":
     app.url_map.merge_slashes = False
     app.url_map.redirect_defaults = False
     app.register_error_handler(Exception, problems.problem_response)
-    blueprints = [people.bp, events.bp, ops.bp, ops.tokens, graphql.bp, ops.front, pages.bp]
+    blueprints = [
+        people.bp,
+        events.bp,
+        ops.bp,
+        ops.tokens,
+        graphql.bp,
+        ops.front,
+        pages.bp,
+        webhooks.bp,
+    ]
     for bp in blueprints + ([metrics.bp] if options["METRICS"] else []):
         app.register_blueprint(bp)
     pages.init_cors(app)  # CORS_ORIGINS: preflights answered before anyone is charged

@@ -445,11 +445,16 @@ def _database(ctx, param, value):  # --db after the subcommand, else the group's
     return value if value is not None else ctx.find_root().params.get("database")
 
 
+from .cli_webhooks import webhooks_group  # noqa: E402 (its commands join the group above)
+
 # every subcommand takes --db (click's option decorator adds a parameter to a Command)
 db = click.option("--db", "database", metavar="PATH", callback=_database, help=DATABASE_HELP)
-for _command in [*keys.commands.values(), *users.commands.values(), *cli.commands.values()]:
-    if not isinstance(_command, click.Group):
-        db(_command)
+for _group in (keys, users, webhooks_group, cli):
+    for _command in _group.commands.values():
+        if not isinstance(_command, click.Group):
+            db(_command)
 
-if __name__ == "__main__":  # python -m people_service.cli
-    raise SystemExit(main())
+if __name__ == "__main__":  # python -m people_service.cli: the module the commands joined
+    from people_service.cli import main as _main
+
+    raise SystemExit(_main())

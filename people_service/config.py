@@ -60,6 +60,14 @@ DEFAULTS: dict[str, object] = {
     "EVENT_STREAM_SECONDS": 300,
     # most seconds between two writes to an event stream (a comment line when nothing happens)
     "EVENT_HEARTBEAT_SECONDS": 15,
+    # seconds a webhook receiver has to answer (connect included) before the attempt fails
+    "WEBHOOK_TIMEOUT": 10,
+    # seconds between a failed delivery attempt and the next (comma list); after the last: failed
+    "WEBHOOK_RETRY_SCHEDULE": "5,300,1800,7200,18000,36000,36000",
+    # whether webhook URLs may reach loopback, private and link-local addresses (tests, LANs)
+    "WEBHOOK_ALLOW_PRIVATE": False,
+    # days events and finished deliveries are kept
+    "EVENT_RETENTION_DAYS": 7,
 }
 
 AUTO = ("EVENT_STREAMS",)  # integer settings where 0 means "chosen for the server"
@@ -140,6 +148,7 @@ def check(config: dict) -> None:
         )
     cors_origins(config["CORS_ORIGINS"])
     trusted_proxies(config["TRUSTED_PROXY"])
+    retry_schedule(config["WEBHOOK_RETRY_SCHEDULE"])
     if not HASH_METHOD.fullmatch(str(config["PASSWORD_HASH_METHOD"])):
         raise ConfigError(
             f"{PREFIX}PASSWORD_HASH_METHOD must look like pbkdf2:sha256:600000 or "
@@ -172,6 +181,20 @@ def trusted_proxies(value) -> list:
             f"{PREFIX}TRUSTED_PROXY must be addresses or networks such as 10.0.0.0/8, comma "
             f"separated, not {value!r}"
         ) from None
+
+
+def retry_schedule(value) -> list[float]:
+    """WEBHOOK_RETRY_SCHEDULE as seconds: a comma list of numbers, each 0 to a day."""
+    try:
+        delays = [float(item) for item in str(value).split(",") if item.strip()]
+    except ValueError:
+        delays = []
+    if not delays or not all(0 <= delay <= 86_400 for delay in delays):
+        raise ConfigError(
+            f"{PREFIX}WEBHOOK_RETRY_SCHEDULE must be a comma list of seconds (0 to 86400) such"
+            f" as 5,300,1800, not {value!r}"
+        )
+    return delays
 
 
 def limit_problem(value) -> str | None:

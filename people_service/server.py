@@ -151,7 +151,11 @@ def serve(app, sockets, *, threads, connection_limit, channel_timeout, use_selec
     logging.getLogger("waitress.queue").setLevel(logging.ERROR)  # "Task queue depth": noise
     ended = threading.Event()
     _take_stop_signals(ended)
-    server.run()  # on SystemExit waitress's threads finish their requests; waiting ones drop
+    from . import delivery  # after share_metrics(): it makes prometheus-client's metrics
+
+    delivery.ensure(services(app), app.config)  # this process delivers webhooks from now
+    # on SystemExit waitress's threads finish the requests they run; waiting ones are dropped
+    server.run()
     ended.set()
     _on_stop(signal.SIG_IGN)  # kept while Python exits, which resets handlers of its own
     services(app).close()

@@ -184,9 +184,7 @@ def make_app(tmp_path, **overrides):
 
 
 def close_app(app):
-    ext = services(app)
-    ext.usage.stop()
-    ext.store.close()
+    services(app).close()  # its webhook worker, usage counts and connections
 
 
 @pytest.fixture

@@ -300,7 +300,7 @@ def test_the_migration_folds_the_places_people_already_have(tmp_path, sqlite_onl
         db.conn.execute("DROP INDEX people_age")
         db.conn.execute("ALTER TABLE people DROP COLUMN city_key")
         db.conn.execute("ALTER TABLE people DROP COLUMN country_key")
-        for later in ("persisted_queries", "events"):  # later versions' tables
+        for later in ("persisted_queries", "deliveries", "webhooks", "events"):  # later versions'
             db.conn.execute(f"DROP TABLE {later}")
         db.conn.execute(
             "INSERT INTO people (name, name_key, city, country, created_at, updated_at)"

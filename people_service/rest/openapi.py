@@ -187,7 +187,9 @@ def build_spec(app, unlimited: set[str]) -> dict:
             operations[method.lower()] = {"operationId": name, **operation}
     for path, operations in paths.items():
         spec.path(path=path, operations=operations)
-    return spec.to_dict()
+    from .webhooks import openapi_webhooks  # it imports this module
+
+    return {**spec.to_dict(), "webhooks": openapi_webhooks()}
 
 
 class AddressOutSchema(Schema):

@@ -1,6 +1,5 @@
 """Health, the OpenAPI document, the caller, logins, and the front page and docs (HTML or JSON)."""
 
-
 from flask import Blueprint, current_app, render_template, request, url_for
 
 from .. import credentials, schemas, service

@@ -7,6 +7,8 @@ from contextlib import contextmanager
 from ..errors import Conflict, ServiceError
 from .events import EventStore
 from .people import PeopleStore, insert, iso, now_iso
+from .webhooks import SCHEMA as WEBHOOKS_SCHEMA
+from .webhooks import WebhookStore
 
 READ_ONLY = "The database is read-only; nothing was written."
 USER_COLUMNS = "id, username, scopes, rate_limit, created_at, last_used, request_count, disabled_at"
@@ -126,6 +128,8 @@ MIGRATIONS = [
     CREATE INDEX persisted_queries_used ON persisted_queries (used_at);
     CREATE INDEX persisted_queries_owner ON persisted_queries (owner, used_at)
     """,
+    # webhooks and one delivery per webhook and event, made in the event's transaction
+    WEBHOOKS_SCHEMA,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 FOLD_PLACES_AT = 3  # the migration after which existing rows get their folded keys
@@ -163,7 +167,7 @@ class Rows(list):
         return self
 
 
-class Store(PeopleStore, EventStore):
+class Store(PeopleStore, EventStore, WebhookStore):
     """The SQL of both backends (`?` placeholders). A backend provides `_connection()`,
     `_transaction(begin)`, `translate()` (a broken constraint is Conflict, which callers that
     know the constraint make precise), where the schema version is kept, and the dialect below."""

@@ -1,6 +1,7 @@
 """Events: one row per change, written inside the change's transaction."""
 
 import json
+import time
 
 from .people import insert, now_iso
 
@@ -22,6 +23,7 @@ class EventStore:
         columns = ("type", "data", "sender_id", "created_at")
         text = json.dumps(data, separators=(",", ":"))
         event_id = self._insert(insert("events", columns), (event_type, text, sender_id, now))
+        self.insert_deliveries(event_id, event_type, time.time())
         return {"id": str(event_id), "type": event_type, "timestamp": now, "data": data}
 
     def events_after(

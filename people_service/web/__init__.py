@@ -88,6 +88,9 @@ class Services:
 
     def close(self) -> None:
         """Write this process's pending usage counts; close its connections (idempotent)."""
+        from .. import delivery  # not at import: server.py sets up the metrics first
+
+        delivery.stop_for(self, wait=2)  # its webhook worker, once its attempts are recorded
         here = self._here
         if here is not None and here[0] == os.getpid():
             here[1].stop()

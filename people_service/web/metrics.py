@@ -14,7 +14,8 @@ from prometheus_client import (
     multiprocess,
 )
 
-from . import services
+from .. import delivery
+from . import get_store, services
 from .caller import authenticate, check_scope
 
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
@@ -101,6 +102,7 @@ def record(request, status: int, elapsed: float, operation: tuple | None) -> Non
 def metrics():
     """The Prometheus text format, for callers with the scope 'admin'."""
     check_scope(authenticate(), "admin")
+    delivery.observe(get_store())  # the webhook backlog, as the database has it now
     registry = REGISTRY
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):  # every process writes its samples there
         registry = CollectorRegistry()

@@ -1,0 +1,205 @@
+"""REST resources for webhooks and their deliveries (scope admin), and the delivery thread."""
+
+import functools
+from functools import partial
+
+from flask import Blueprint, current_app, request, url_for
+from marshmallow import Schema, fields
+from werkzeug.wrappers import Response
+
+from .. import delivery, schemas, webhooks
+from ..events import TYPES
+from ..web import get_store, services
+from ..web.caller import authenticate, check_scope
+from ..web.jsonio import PATCH_TYPES, json_body, json_response
+from .openapi import doc, strict_query
+
+bp = Blueprint("webhooks", __name__)
+strict_query(bp)
+hook_doc = partial(doc, tag="webhooks", errors=[403])
+
+
+@bp.before_app_request
+def deliver_from_this_process():
+    """Every process that serves requests delivers too: its worker starts at its first one."""
+    delivery.ensure(services(), current_app.config)
+
+
+def admin(view):
+    """Views that need the scope 'admin'."""
+
+    @functools.wraps(view)
+    def wrapper(*args, **kwargs):
+        check_scope(authenticate(), "admin")
+        return view(*args, **kwargs)
+
+    wrapper.requires_auth = True
+    return wrapper
+
+
+class WebhookOutSchema(Schema):
+    id = fields.String(required=True, metadata={"example": "3"})
+    url = fields.String(required=True, metadata={"example": "https://example.org/hooks"})
+    events = fields.List(fields.String(), required=True, allow_none=True)
+    description = fields.String(required=True, allow_none=True)
+    enabled = fields.Boolean(required=True)
+    created_at = fields.String(required=True, metadata={"format": "date-time"})
+
+
+class WebhookCreatedSchema(WebhookOutSchema):
+    secret = fields.String(required=True, metadata={"example": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZI"})
+
+
+class SecretSchema(Schema):
+    secret = fields.String(required=True)
+
+
+class DeliverySchema(Schema):
+    event_id = fields.String(required=True)
+    event_type = fields.String(required=True)
+    status = fields.String(required=True, metadata={"enum": ["pending", "succeeded", "failed"]})
+    attempts = fields.Integer(required=True)
+    last_status_code = fields.Integer(required=True, allow_none=True)
+    last_error = fields.String(required=True, allow_none=True)
+    next_attempt_at = fields.String(required=True, allow_none=True)
+    delivered_at = fields.String(required=True, allow_none=True)
+
+
+WEBHOOK = ("The webhook (never its secret).", WebhookOutSchema, [])
+
+
+@bp.post("/webhooks")
+@admin
+@hook_doc(
+    "Create a webhook: the events committed from now on, of its types, are posted to its URL",
+    body=webhooks.WebhookSchema,
+    ok={201: ("Created; the secret is shown only here.", WebhookCreatedSchema, ["Location"])},
+)
+def create_webhook():
+    webhook = webhooks.create_webhook(get_store(), json_body(), current_app.config)
+    location = url_for("webhooks.get_webhook", webhook_id=webhook["id"])
+    return json_response(webhook, 201, {"Location": location})
+
+
+@bp.get("/webhooks")
+@admin
+@hook_doc("List the webhooks", ok={200: ("The webhooks.", WebhookOutSchema(many=True), [])})
+def list_webhooks():
+    return json_response(webhooks.list_webhooks(get_store()))
+
+
+@bp.get("/webhooks/<id:webhook_id>")
+@admin
+@hook_doc("Get a webhook", ok={200: WEBHOOK})
+def get_webhook(webhook_id):
+    return json_response(webhooks.get_webhook(get_store(), webhook_id))
+
+
+@bp.patch("/webhooks/<id:webhook_id>")
+@admin
+@hook_doc(
+    "Change a webhook's url, events, description or enabled (enabling sends what waited)",
+    body=webhooks.WebhookPatchSchema,
+    ok={200: WEBHOOK},
+)
+def update_webhook(webhook_id):
+    data = json_body(PATCH_TYPES)
+    return json_response(webhooks.update_webhook(get_store(), webhook_id, data, current_app.config))
+
+
+@bp.delete("/webhooks/<id:webhook_id>")
+@admin
+@hook_doc("Delete a webhook and its deliveries", ok={204: ("Deleted.", None, [])})
+def delete_webhook(webhook_id):
+    webhooks.delete_webhook(get_store(), webhook_id)
+    return Response(status=204)
+
+
+@bp.post("/webhooks/<id:webhook_id>/rotate-secret")
+@admin
+@hook_doc(
+    "A new secret; for 24 hours deliveries are signed by the new and the previous one",
+    ok={200: ("The new secret, shown only here.", SecretSchema, [])},
+)
+def rotate_secret(webhook_id):
+    return json_response(webhooks.rotate_secret(get_store(), webhook_id))
+
+
+@bp.get("/webhooks/<id:webhook_id>/deliveries")
+@admin
+@hook_doc(
+    "A webhook's deliveries, one per event, newest first",
+    query=schemas.PageSchema,
+    ok={200: ("A page of deliveries.", DeliverySchema(many=True), [])},
+)
+def list_deliveries(webhook_id):
+    args = request.args.to_dict()
+    return json_response(webhooks.list_deliveries(get_store(), webhook_id, **args))
+
+
+@bp.post("/webhooks/<id:webhook_id>/deliveries/<id:event_id>/retry")
+@admin
+@hook_doc(
+    "Send an event to the webhook again, now, with a fresh retry schedule",
+    ok={202: ("The delivery is pending again.", None, [])},
+)
+def retry_delivery(webhook_id, event_id):
+    webhooks.retry_delivery(get_store(), webhook_id, event_id)
+    return Response(status=202)
+
+
+EVENT_DATA = {
+    "person.created": "The person as GET /person/{id} answers it, after the change.",
+    "person.updated": "The person as GET /person/{id} answers it, after the change.",
+    "person.deleted": '{"id": "17"}',
+    "friendship.created": '{"person_id": "1", "friend_id": "2"}',
+    "friendship.deleted": '{"person_id": "1", "friend_id": "2"}',
+    "message.created": "The message as POST /message answers it.",
+}
+SIGNATURE_HEADERS = {
+    "webhook-id": "The event id: the same on every attempt (deduplicate by it).",
+    "webhook-timestamp": "Unix seconds of the attempt.",
+    "webhook-signature": "v1,<base64 HMAC-SHA256 of id.timestamp.body>; during a rotation two, "
+    "separated by a space (Standard Webhooks).",
+}
+
+
+def openapi_webhooks() -> dict:
+    """The OpenAPI 3.1 `webhooks` object: what each event type posts to a receiver."""
+    described = {}
+    for event_type in TYPES:
+        event = {
+            "type": "object",
+            "required": ["id", "type", "timestamp", "data"],
+            "properties": {
+                "id": {"type": "string", "examples": ["1234"]},
+                "type": {"const": event_type},
+                "timestamp": {"type": "string", "format": "date-time"},
+                "data": {"type": "object", "description": EVENT_DATA[event_type]},
+            },
+        }
+        headers = [
+            {
+                "in": "header",
+                "name": name,
+                "required": True,
+                "schema": {"type": "string"},
+                "description": text,
+            }
+            for name, text in SIGNATURE_HEADERS.items()
+        ]
+        described[event_type] = {
+            "post": {
+                "summary": f"{event_type}, posted to each webhook that takes it",
+                "parameters": headers,
+                "requestBody": {
+                    "required": True,
+                    "content": {"application/json": {"schema": event}},
+                },
+                "responses": {
+                    "2XX": {"description": "Received; any other answer is retried later."},
+                    "410": {"description": "Gone: the webhook is disabled at once."},
+                },
+            }
+        }
+    return described

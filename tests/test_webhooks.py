@@ -1,0 +1,438 @@
+"""Webhooks (SPEC 11c): the API, the address rules and delivery to a real receiver on loopback,
+verified with the Standard Webhooks reference library."""
+
+import json
+import signal
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from standardwebhooks.webhooks import Webhook
+
+from people_service import delivery
+from people_service.store.webhooks import PRUNED_THROUGH
+from people_service.web import services
+
+from .conftest import ACTIVE, ServerProcess, cli, close_app, database, make_app, new_key, start_demo
+
+
+class Receiver:
+    """A webhook receiver on 127.0.0.1: records each request; `answer(request)` picks the
+    status (None: hang until released)."""
+
+    def __init__(self, answer=lambda request: 204):
+        self.answer, self.requests, self.release = answer, [], threading.Event()
+        self.lock = threading.Lock()
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                request = {"path": self.path, "headers": dict(self.headers), "body": body}
+                request["at"] = time.monotonic()
+                with receiver.lock:
+                    receiver.requests.append(request)
+                status = receiver.answer(request)
+                if status is None:
+                    receiver.release.wait(30)
+                    return
+                self.send_response(status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def wait(self, count: int, timeout: float = 15) -> list[dict]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self.lock:
+                if len(self.requests) >= count:
+                    return list(self.requests)
+            time.sleep(0.05)
+        raise AssertionError(f"{len(self.requests)} requests, not {count}")
+
+    def ids(self) -> list[str]:
+        return [request["headers"]["webhook-id"] for request in self.requests]
+
+    def close(self):
+        self.release.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def verify(secret: str, request: dict) -> dict:
+    return Webhook(secret).verify(request["body"], request["headers"])
+
+
+@pytest.fixture
+def receiver():
+    made = Receiver()
+    yield made
+    made.close()
+
+
+@pytest.fixture
+def hook_app(tmp_path):
+    app = make_app(
+        tmp_path,
+        WEBHOOK_ALLOW_PRIVATE=True,
+        WEBHOOK_RETRY_SCHEDULE="0.3,0.6",
+        WEBHOOK_TIMEOUT=2,
+    )
+    yield app
+    close_app(app)
+
+
+@pytest.fixture
+def admin(hook_app):
+    return {"X-API-Key": new_key(hook_app, "admin", "read,write,admin")}
+
+
+@pytest.fixture
+def client(hook_app):
+    return hook_app.test_client()
+
+
+def create(client, admin, url, **fields):
+    response = client.post("/webhooks", json={"url": url, **fields}, headers=admin)
+    assert response.status_code == 201, response.json
+    return response.json
+
+
+def wait_for(predicate, timeout: float = 15):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = predicate()
+        if found:
+            return found
+        time.sleep(0.05)
+    raise AssertionError("not within the time")
+
+
+def deliveries(client, admin, webhook_id) -> list[dict]:
+    response = client.get(f"/webhooks/{webhook_id}/deliveries", headers=admin)
+    assert response.status_code == 200
+    return response.json
+
+
+def test_an_event_is_delivered_signed_as_standard_webhooks_verifies(client, admin, receiver):
+    hook = create(client, admin, receiver.url, description="crm")
+    assert hook["secret"].startswith("whsec_")
+    assert hook["events"] is None and hook["enabled"] is True
+    person = client.post("/person", json={"name": "Ada"}, headers=admin).json
+    request = receiver.wait(1)[0]
+    event = verify(hook["secret"], request)
+    assert event["type"] == "person.created" and event["data"] == person
+    assert request["headers"]["webhook-id"] == event["id"]
+    assert request["headers"]["Content-Type"] == "application/json"
+    assert abs(int(request["headers"]["webhook-timestamp"]) - time.time()) < 10
+    shown = wait_for(lambda: [d for d in deliveries(client, admin, hook["id"]) if d["attempts"]])
+    assert shown == [
+        {
+            "event_id": event["id"],
+            "event_type": "person.created",
+            "status": "succeeded",
+            "attempts": 1,
+            "last_status_code": 204,
+            "last_error": None,
+            "next_attempt_at": None,
+            "delivered_at": shown[0]["delivered_at"],
+        }
+    ]
+    assert "secret" not in client.get(f"/webhooks/{hook['id']}", headers=admin).json
+
+
+def test_only_the_types_it_names_and_only_events_after_it(client, admin, receiver):
+    client.post("/person", json={"name": "Before"}, headers=admin)
+    create(client, admin, receiver.url, events=["person.deleted"])
+    person = client.post("/person", json={"name": "Ada"}, headers=admin).json
+    client.delete(f"/person/{person['id']}", headers=admin)
+    requests = receiver.wait(1)
+    time.sleep(1.5)
+    assert [json.loads(r["body"])["type"] for r in receiver.requests] == ["person.deleted"]
+    assert json.loads(requests[0]["body"])["data"] == {"id": person["id"]}
+
+
+def test_retries_keep_the_id_follow_the_schedule_then_fail_and_retry_sends_again(
+    client, admin, receiver
+):
+    receiver.answer = lambda request: 500
+    hook = create(client, admin, receiver.url)
+    client.post("/person", json={"name": "Ada"}, headers=admin)
+    requests = receiver.wait(3)
+    assert len(set(receiver.ids())) == 1  # the same webhook-id on every attempt
+    gaps = [b["at"] - a["at"] for a, b in zip(requests, requests[1:], strict=False)]
+    assert 0.3 <= gaps[0] < 2.5 and 0.6 <= gaps[1] < 3
+    failed = wait_for(
+        lambda: [d for d in deliveries(client, admin, hook["id"]) if d["status"] == "failed"]
+    )
+    assert failed[0]["attempts"] == 3 and failed[0]["last_status_code"] == 500
+    assert failed[0]["last_error"] == "answered 500"
+    time.sleep(1)
+    assert len(receiver.requests) == 3  # nothing after the schedule
+    receiver.answer = lambda request: 200
+    event_id = failed[0]["event_id"]
+    answer = client.post(f"/webhooks/{hook['id']}/deliveries/{event_id}/retry", headers=admin)
+    assert answer.status_code == 202
+    receiver.wait(4)
+    assert receiver.ids()[-1] == event_id
+    done = wait_for(
+        lambda: [d for d in deliveries(client, admin, hook["id"]) if d["status"] == "succeeded"]
+    )
+    assert done[0]["attempts"] == 1
+
+
+def test_a_redirect_is_a_failure(client, admin, receiver):
+    receiver.answer = lambda request: 302
+    hook = create(client, admin, receiver.url)
+    client.post("/person", json={"name": "Ada"}, headers=admin)
+    receiver.wait(1)
+    shown = wait_for(lambda: [d for d in deliveries(client, admin, hook["id"]) if d["attempts"]])
+    assert shown[0]["status"] == "pending" and shown[0]["last_status_code"] == 302
+    assert "redirects are not followed" in shown[0]["last_error"]
+
+
+def test_gone_disables_and_enabling_sends_what_waited(client, admin, receiver):
+    receiver.answer = lambda request: 410
+    hook = create(client, admin, receiver.url)
+    client.post("/person", json={"name": "Ada"}, headers=admin)
+    receiver.wait(1)
+    wait_for(lambda: not client.get(f"/webhooks/{hook['id']}", headers=admin).json["enabled"])
+    client.post("/person", json={"name": "Bob"}, headers=admin)
+    time.sleep(2)
+    assert len(receiver.requests) == 1  # disabled: both wait
+    assert [d["status"] for d in deliveries(client, admin, hook["id"])] == ["pending", "pending"]
+    receiver.answer = lambda request: 200
+    answer = client.patch(f"/webhooks/{hook['id']}", json={"enabled": True}, headers=admin)
+    assert answer.status_code == 200 and answer.json["enabled"] is True
+    receiver.wait(3)
+    assert len(set(receiver.ids())) == 2
+
+
+def test_after_a_rotation_each_secret_verifies_for_a_day(client, admin, receiver):
+    hook = create(client, admin, receiver.url)
+    rotated = client.post(f"/webhooks/{hook['id']}/rotate-secret", headers=admin)
+    assert rotated.status_code == 200 and rotated.json["secret"] != hook["secret"]
+    client.post("/person", json={"name": "Ada"}, headers=admin)
+    request = receiver.wait(1)[0]
+    assert len(request["headers"]["webhook-signature"].split(" ")) == 2
+    assert verify(hook["secret"], request) == verify(rotated.json["secret"], request)
+    again = client.post(f"/webhooks/{hook['id']}/rotate-secret", headers=admin).json["secret"]
+    client.post("/person", json={"name": "Bob"}, headers=admin)
+    request = receiver.wait(2)[1]
+    verify(again, request)
+    verify(rotated.json["secret"], request)
+    with pytest.raises(Exception, match="signature"):
+        verify(hook["secret"], request)  # only the newest previous secret
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "ftp://example.org/hook",
+        "http://user:password@example.org/hook",
+        "http://127.0.0.1/hook",
+        "http://2130706433/hook",
+        "http://0x7f.1/hook",
+        "http://[::1]/hook",
+        "http://[::ffff:127.0.0.1]/hook",
+        "http://localhost./hook",
+        "http://169.254.169.254/latest/meta-data",
+        "http://10.1.2.3/hook",
+        "http://192.168.0.1/hook",
+        "http://0.0.0.0/hook",
+        "http://example.org/a b",
+        "not a url",
+    ],
+)
+def test_urls_against_the_rules_are_422_naming_url(tmp_path, url):
+    app = make_app(tmp_path)
+    try:
+        admin = {"X-API-Key": new_key(app, "admin", "read,write,admin")}
+        response = app.test_client().post("/webhooks", json={"url": url}, headers=admin)
+        assert response.status_code == 422, response.json
+        assert list(response.json["errors"]) == ["url"]
+    finally:
+        close_app(app)
+
+
+def test_bad_events_are_422_and_the_rest_403_404(client, admin, hook_app, receiver):
+    for events in (["person.exploded"], [], "person.created"):
+        response = client.post(
+            "/webhooks", json={"url": receiver.url, "events": events}, headers=admin
+        )
+        assert response.status_code == 422 and list(response.json["errors"]) == ["events"]
+    writer = {"X-API-Key": new_key(hook_app, "writer")}
+    assert client.get("/webhooks", headers=writer).status_code == 403
+    assert client.post("/webhooks", json={"url": receiver.url}, headers=writer).status_code == 403
+    assert client.get("/webhooks/99", headers=admin).status_code == 404
+    assert client.delete("/webhooks/99", headers=admin).status_code == 404
+    hook = create(client, admin, receiver.url)
+    assert (
+        client.post(f"/webhooks/{hook['id']}/deliveries/99/retry", headers=admin).status_code == 404
+    )
+    bad = client.patch(f"/webhooks/{hook['id']}", json={"enabled": "yes"}, headers=admin)
+    assert bad.status_code == 422 and list(bad.json["errors"]) == ["enabled"]
+    assert client.get("/webhooks", headers=admin).json == [
+        {k: v for k, v in hook.items() if k != "secret"}
+    ]
+    assert client.delete(f"/webhooks/{hook['id']}", headers=admin).status_code == 204
+    assert client.get("/webhooks", headers=admin).json == []
+
+
+def test_the_address_is_checked_again_at_delivery(client, admin, hook_app, receiver):
+    hook = create(client, admin, receiver.url)
+    store = services(hook_app).store
+    worker = delivery.Deliverer({**hook_app.config, "WEBHOOK_ALLOW_PRIVATE": False})
+    delivery.stop_for(services(hook_app), wait=5)  # only the strict worker delivers
+    with store.transaction():
+        store.insert_event("person.deleted", {"id": "1"})
+    assert worker.round() == 1
+    worker.stop()
+    shown = deliveries(client, admin, hook["id"])
+    assert shown[0]["status"] == "pending" and "loopback" in shown[0]["last_error"]
+    assert receiver.requests == []
+
+
+def test_retention_removes_old_events_and_records_the_highest(hook_app, client, admin):
+    store = services(hook_app).store
+    with store.transaction():
+        first = store.insert_event("person.deleted", {"id": "1"})
+        second = store.insert_event("person.deleted", {"id": "2"})
+    later = delivery.Deliverer(hook_app.config, clock=lambda: time.time() + 8 * 86_400)
+    later.prune(later.clock())
+    later.stop()
+    assert store.events_after(0, 10) == []
+    row = store._execute("SELECT value FROM settings WHERE name = ?", (PRUNED_THROUGH,))
+    assert row.fetchone()["value"] == second["id"] and int(first["id"]) < int(second["id"])
+    delivery.Deliverer(hook_app.config).prune(time.time())  # nothing younger goes
+    assert store._execute("SELECT value FROM settings WHERE name = ?", (PRUNED_THROUGH,))
+
+
+def test_openapi_documents_the_endpoints_and_each_event(client):
+    document = client.get("/openapi.json").json
+    assert set(document["webhooks"]) == {
+        "person.created",
+        "person.updated",
+        "person.deleted",
+        "friendship.created",
+        "friendship.deleted",
+        "message.created",
+    }
+    assert "/webhooks/{webhook_id}/deliveries/{event_id}/retry" in document["paths"]
+
+
+def test_metrics_count_deliveries_and_the_backlog(client, admin, receiver):
+    create(client, admin, receiver.url)
+    client.post("/person", json={"name": "Ada"}, headers=admin)
+    receiver.wait(1)
+    succeeded = 'people_service_webhook_deliveries_total{outcome="succeeded"}'
+
+    def scraped():
+        text = client.get("/metrics", headers=admin).text
+        return text if succeeded in text and "pending 0.0" in text else None
+
+    text = wait_for(scraped)
+    assert "people_service_webhook_deliveries_pending 0.0" in text
+    assert "people_service_webhook_oldest_pending_seconds" in text
+
+
+def test_the_cli_creates_lists_and_deletes(tmp_path):
+    db = database(tmp_path)
+    made = cli(
+        "webhooks", "create", "https://example.org/hook", "--events", "person.created", db=db
+    )
+    assert made.returncode == 0, made.stderr
+    secret = made.stdout.strip().splitlines()[-1]
+    assert secret.startswith("whsec_")
+    listed = cli("webhooks", "list", db=db)
+    assert listed.stdout.splitlines()[1].split()[:3] == [
+        "1",
+        "https://example.org/hook",
+        "person.created",
+    ]
+    refused = cli("webhooks", "create", "http://127.0.0.1/x", db=db)
+    assert refused.returncode == 1 and "loopback" in refused.stderr
+    assert cli("webhooks", "delete", "1", db=db).returncode == 0
+    assert cli("webhooks", "delete", "1", db=db).returncode == 1
+    assert cli("webhooks", "list", db=db).stdout.splitlines()[1:] == []
+
+
+def hook_env(**more) -> dict:
+    settings = {"WEBHOOK_ALLOW_PRIVATE": "true", "WEBHOOK_TIMEOUT": "2", **more}
+    return {f"PEOPLE_SERVICE_{name}": value for name, value in settings.items()}
+
+
+def cli_webhook(db, url) -> str:
+    made = cli("webhooks", "create", url, db=db, env=hook_env())
+    assert made.returncode == 0, made.stderr
+    return made.stdout.strip().splitlines()[-1]
+
+
+def test_kill_9_loses_neither_the_pending_nor_the_delivery_in_flight(tmp_path):
+    seen: dict[str, list[int]] = {}
+    lock = threading.Lock()
+
+    def answer(request):
+        event_id = request["headers"]["webhook-id"]
+        with lock:
+            first = event_id not in seen
+            order = len(seen)
+            status = (None if order == 0 else 500) if first else 200
+            seen.setdefault(event_id, []).append(status)
+        return status
+
+    receiver = Receiver(answer)
+    server = start_demo(
+        tmp_path, **{k[15:]: v for k, v in hook_env(WEBHOOK_RETRY_SCHEDULE="1").items()}
+    )
+    try:
+        secret = cli_webhook(server.db, receiver.url)
+        for name in ("Ada", "Bob"):
+            made = server.request("POST", "/person", json={"name": name}, headers=server.headers)
+            assert made.status_code == 201
+        receiver.wait(2)  # the first hangs in flight; the second failed and waits its retry
+        server.stop(signal.SIGKILL)
+        server.start()
+        wait_for(lambda: len(seen) == 2 and all(200 in answers for answers in seen.values()), 30)
+        for request in receiver.requests:
+            verify(secret, request)
+    finally:
+        server.stop()
+        receiver.close()
+
+
+@pytest.mark.parametrize("mode", ["two workers", "two instances"])
+def test_each_of_40_events_is_delivered_once(tmp_path, mode):
+    if mode == "two instances" and ACTIVE["backend"] != "postgresql":
+        pytest.skip("two instances share a database on PostgreSQL")
+    receiver = Receiver(lambda request: 200)
+    env = hook_env(RATE_LIMIT="100000/minute")
+    args = ["--workers", "2"] if mode == "two workers" else []
+    db = database(tmp_path)
+    servers = [ServerProcess(db, env=env, args=args).start()]
+    try:
+        key = servers[0].wait_for_output(lambda line: line.startswith("ps_"))
+        if mode == "two instances":
+            servers.append(ServerProcess(db, env=env).start())
+        cli_webhook(db, receiver.url)
+        for n in range(40):
+            server = servers[n % len(servers)]
+            made = server.request(
+                "POST", "/person", json={"name": f"P{n}"}, headers={"X-API-Key": key}
+            )
+            assert made.status_code == 201
+        receiver.wait(40, timeout=30)
+        time.sleep(2)  # long enough for a second delivery of any of them
+        assert len(receiver.requests) == 40 and len(set(receiver.ids())) == 40
+    finally:
+        for server in servers:
+            server.stop()
+        receiver.close()
