@@ -79,6 +79,7 @@ def create_app(config: dict | None = None) -> "Flask":
     pages.init_cors(app)  # CORS_ORIGINS: preflights answered before anyone is charged
     app.before_request(start_request)
     services.limiter = ratelimit.init_app(app, logins=ops.tokens)
+    app.before_request(openapi.check_query)  # charged as before; 401 and 403 before its 400
     app.after_request(finish_request)
     app.teardown_request(end_request)
     app.wsgi_app = wsgi_middleware(app.wsgi_app, options)

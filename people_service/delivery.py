@@ -260,6 +260,14 @@ def wake() -> None:
         worker.wakeup.set()
 
 
+def _after_fork() -> None:
+    global _lock
+    _lock = threading.Lock()  # another thread may have held the parent's at the fork
+
+
+os.register_at_fork(after_in_child=_after_fork)
+
+
 def observe(store) -> None:
     """Set the backlog gauges from the database, for a scrape of /metrics."""
     backlog = store.delivery_backlog()

@@ -117,14 +117,16 @@ def wait_for_new(store, seen: int, timeout: float) -> bool:
     return watch(store).wait(seen, timeout)
 
 
-def committed(store) -> None:
+def committed(store) -> bool:
     """Call after a transaction ended: if it recorded events, wake this process's waiters now
-    rather than at the next poll."""
-    if getattr(_recorded, "pending", False):
-        _recorded.pending = False
-        found = _watches.get(store)
-        if found is not None and found.pid == os.getpid() and found.waiters:
-            found.poll()
+    rather than at the next poll; whether it had."""
+    if not getattr(_recorded, "pending", False):
+        return False
+    _recorded.pending = False
+    found = _watches.get(store)
+    if found is not None and found.pid == os.getpid() and found.waiters:
+        found.poll()
+    return True
 
 
 def closing() -> bool:

@@ -117,9 +117,3 @@ def _stream(store, viewer, query):
 @bp.record_once
 def _setup(state) -> None:
     state.app.extensions["event_streams"] = feed.Slots()
-
-
-@bp.teardown_app_request
-def _wake_streams(error=None) -> None:
-    # a write of this request committed an event: this process's streams hear of it now
-    events.committed(get_store())

@@ -7,9 +7,9 @@ from flask import Blueprint, current_app, request, url_for
 from marshmallow import Schema, fields
 from werkzeug.wrappers import Response
 
-from .. import delivery, schemas, webhooks
+from .. import schemas, webhooks
 from ..events import TYPES
-from ..web import get_store, services
+from ..web import get_store
 from ..web.caller import authenticate, check_scope
 from ..web.jsonio import PATCH_TYPES, json_body, json_response
 from .openapi import doc, strict_query
@@ -17,12 +17,6 @@ from .openapi import doc, strict_query
 bp = Blueprint("webhooks", __name__)
 strict_query(bp)
 hook_doc = partial(doc, tag="webhooks", errors=[403])
-
-
-@bp.before_app_request
-def deliver_from_this_process():
-    """Every process that serves requests delivers too: its worker starts at its first one."""
-    delivery.ensure(services(), current_app.config)
 
 
 def admin(view):

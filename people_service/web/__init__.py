@@ -174,6 +174,9 @@ def start_request():
     bad = environ.get("people_service.bad_override")
     if bad is not None:
         raise BadRequest(f"X-HTTP-Method-Override must be PUT, PATCH or DELETE, not '{bad}'.")
+    from .. import delivery  # not at import: serve sets up prometheus-client's metrics first
+
+    delivery.ensure(services(), current_app.config)  # every serving process delivers webhooks
     if req.endpoint is not None and req.endpoint not in UNCHARGED:
         caller = peek_caller()
         if caller is not None:
@@ -216,6 +219,12 @@ def finish_request(response):
 
 
 def end_request(error=None) -> None:
-    """The teardown: the request's database connection goes back to the store's pool."""
-    services().store.release()
+    """The teardown: the request's database connection goes back to the store's pool; events
+    it committed wake this process's streams and webhook worker at once."""
+    from .. import delivery, events
+
+    store = services().store
+    store.release()
+    if events.committed(store):
+        delivery.wake()
     logs.request_id.set("-")
