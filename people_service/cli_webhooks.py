@@ -6,7 +6,7 @@ import threading
 import click
 
 from . import webhooks
-from .cli import CommandError, cli, opened, settings, table
+from .cli import cli, opened, settings, table
 from .errors import Invalid, NotFound
 
 
@@ -27,7 +27,7 @@ def webhooks_create(database, url, events, description):
     try:
         webhook = webhooks.create_webhook(opened(database), data, settings(database))
     except Invalid as exc:
-        raise CommandError(exc.detail) from None
+        raise click.ClickException(exc.detail) from None
     click.echo(f"created webhook {webhook['id']} for {webhook['url']}; its secret (shown once):")
     click.echo(webhook["secret"])
 
@@ -54,11 +54,11 @@ def webhooks_delete(database, id):  # noqa: A002 (the argument's name in --help)
     """Delete the webhook ID and its deliveries."""
     webhook_id = id
     if not webhook_id.isdigit() or not webhook_id.isascii():
-        raise CommandError(f"no webhook {webhook_id}")
+        raise click.ClickException(f"no webhook {webhook_id}")
     try:
         webhooks.delete_webhook(opened(database), webhook_id)
     except NotFound:
-        raise CommandError(f"no webhook {webhook_id}") from None
+        raise click.ClickException(f"no webhook {webhook_id}") from None
     click.echo(f"deleted webhook {webhook_id}")
 
 
@@ -76,6 +76,6 @@ def deliver(database):
     click.echo("delivering webhooks; stop with Ctrl-C or SIGTERM", err=True)
     while not stop.wait(1):
         if not worker.thread.is_alive():
-            raise CommandError("the delivery thread ended")
+            raise click.ClickException("the delivery thread ended")
     worker.stop(wait=worker.timeout + 2)
     return 0
