@@ -7,6 +7,11 @@ import shlex
 import sys
 from pathlib import Path
 
+if __name__ == "__main__":  # python -m people_service.cli: run the one module every command joins
+    from people_service.cli import main
+
+    raise SystemExit(main())
+
 import click
 from click.exceptions import NoArgsIsHelpError
 
@@ -441,20 +446,5 @@ def serve(database, host, port, workers, demo, **waitress):
     )
 
 
-def _database(ctx, param, value):  # --db after the subcommand, else the group's
-    return value if value is not None else ctx.find_root().params.get("database")
-
-
-from .cli_webhooks import webhooks_group  # noqa: E402 (its commands join the group above)
-
-# every subcommand takes --db (click's option decorator adds a parameter to a Command)
-db = click.option("--db", "database", metavar="PATH", callback=_database, help=DATABASE_HELP)
-for _group in (keys, users, webhooks_group, cli):
-    for _command in _group.commands.values():
-        if not isinstance(_command, click.Group):
-            db(_command)
-
-if __name__ == "__main__":  # python -m people_service.cli: the module the commands joined
-    from people_service.cli import main as _main
-
-    raise SystemExit(_main())
+# the webhook commands; then every subcommand gets --db (cli_webhooks, which comes last)
+from . import cli_webhooks  # noqa: E402, F401

@@ -6,7 +6,7 @@ import threading
 import click
 
 from . import webhooks
-from .cli import cli, opened, settings, table
+from .cli import DATABASE_HELP, cli, keys, opened, settings, table, users
 from .errors import Invalid, NotFound
 
 
@@ -79,3 +79,15 @@ def deliver(database):
             raise click.ClickException("the delivery thread ended")
     worker.stop(wait=worker.timeout + 2)
     return 0
+
+
+def _database(ctx, param, value):  # --db after the subcommand, else the group's
+    return value if value is not None else ctx.find_root().params.get("database")
+
+
+# every subcommand takes --db (click's option decorator adds a parameter to a Command)
+db = click.option("--db", "database", metavar="PATH", callback=_database, help=DATABASE_HELP)
+for _group in (keys, users, webhooks_group, cli):
+    for _command in _group.commands.values():
+        if not isinstance(_command, click.Group):
+            db(_command)
