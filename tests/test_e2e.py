@@ -82,10 +82,12 @@ def test_documented_curl_examples_work_as_written(live, tmp_path):
     assert created.returncode == 0, created.stderr
     port = live.url.rsplit(":", 1)[1]
     # a script fails at its first error; sh blocks' curl also fails on any HTTP error status,
-    # while a shown answer may be an error document
+    # while a shown answer may be an error document; a stream (-N) is read for 3 seconds
+    stream = 'if [[ " $* " == *" -N "* ]]; then command curl {0} --max-time 3 "$@" || [ $? = 28 ]; '
     prelude = {
-        "sh": 'set -euo pipefail\ncurl() { command curl -fsS "$@"; }\n',
-        "curl": 'set -euo pipefail\ncurl() { command curl -sS "$@"; }\n',
+        kind: f"set -euo pipefail\ncurl() {{ {stream.format(flags)}"
+        f'else command curl {flags} "$@"; fi; }}\n'
+        for kind, flags in (("sh", "-fsS"), ("curl", "-sS"))
     }
     clone, scratch = tmp_path / "clone", tmp_path / "tmp"
     clone.mkdir()

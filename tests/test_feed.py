@@ -228,7 +228,7 @@ def test_one_stream_more_than_event_streams_is_503_with_retry_after(short):
     assert first.status_code == 200
     refused = client.get("/events", headers={**headers, **SSE})
     assert_problem(refused, 503)
-    assert refused.headers["Retry-After"] == "5"
+    assert int(refused.headers["Retry-After"]) >= 5  # its own, never lowered (SPEC 11a)
     assert client.get("/events", headers=headers).status_code == 200  # pages still answer
     first.close()  # the stream ends (the client left): its slot is free again
     again = client.get("/events", headers={**headers, **SSE}, buffered=False)
@@ -352,7 +352,7 @@ def test_every_stream_open_leaves_ordinary_requests_answered_and_one_more_is_503
         assert [stream.status for stream in streams] == [200, 200]
         refused = server.request("GET", "/events", headers={**server.headers, **SSE})
         assert refused.status_code == 503
-        assert refused.headers["Retry-After"] == "5"
+        assert int(refused.headers["Retry-After"]) >= 5  # its own, never lowered (SPEC 11a)
         assert refused.headers["Content-Type"] == "application/problem+json"
         for _ in range(5):
             started = time.monotonic()
