@@ -73,10 +73,12 @@ def _page(found: list, more: bool, query: dict):
 )
 def list_events():
     query = feed.parse_query(request.args.to_dict())
+    resume = request.headers.get("Last-Event-ID")  # checked whichever answer is asked for
+    resume = None if resume is None else feed.parse_last_event_id(resume)
     viewer, store = current_caller().viewer, get_store()
     try:
         if negotiate((JSON, STREAM)) == STREAM:
-            return _stream(store, viewer, query)
+            return _stream(store, viewer, query, resume)
         return _page(
             *feed.list_events(store, viewer, query["after"], query["limit"], query["types"]), query
         )
@@ -84,10 +86,9 @@ def list_events():
         raise Gone(error.detail) from None
 
 
-def _stream(store, viewer, query):
+def _stream(store, viewer, query, resume: int | None):
     config = current_app.config
-    resume = request.headers.get("Last-Event-ID")
-    after = feed.parse_last_event_id(resume) if resume is not None else query["after"]
+    after = resume if resume is not None else query["after"]
     cursor = feed.start_of_stream(store, after)
     slots = current_app.extensions["event_streams"]
     if not slots.take(config["EVENT_STREAMS"] or OTHER_SERVERS):
