@@ -379,3 +379,21 @@ def test_apollo_clients_persisted_query_link_works_unchanged(apollo, demo_server
     assert report["results"] == ["Ada Lovelace", "Ada Lovelace"]
     requests = [(seen["method"], seen["status"], seen["hasQuery"]) for seen in report["seen"]]
     assert requests == [("GET", 200, False), ("POST", 200, True), ("GET", 200, False)]
+
+
+def test_one_caller_flooding_persisted_queries_evicts_only_its_own(demo, monkeypatch):
+    """SPEC 11b: documents are bounded per caller as well as in total, least recently used out."""
+    from people_service.graphql import view
+
+    monkeypatch.setattr(view, "PERSISTED_KEEP_PER_CALLER", 3)
+    other, flooder = fresh_key(demo), fresh_key(demo)
+    theirs = "{ me { name } } # " + uuid.uuid4().hex
+    post_json(demo, other, {"query": theirs, "extensions": apq(theirs)[1]})
+    flood = ["{ me { name } } # " + uuid.uuid4().hex for _ in range(5)]
+    for query in flood:
+        stored = post_json(demo, flooder, {"query": query, "extensions": apq(query)[1]})
+        assert "errors" not in stored.json()
+    found = ["errors" not in get(demo, flooder, extensions=apq(query)[1]).json() for query in flood]
+    assert found == [False, False, True, True, True]  # its own least recently used went
+    kept = get(demo, flooder, extensions=apq(theirs)[1]).json()  # any caller may run a hash
+    assert "errors" not in kept and kept["data"]["me"]["name"]
