@@ -109,6 +109,7 @@ class Deliverer:
         self.thread: threading.Thread | None = None
         self._store = None
         self._senders: ThreadPoolExecutor | None = None
+        self._resolvers: ThreadPoolExecutor | None = None  # DNS within the attempt's time
 
     @property
     def store(self):
@@ -149,8 +150,9 @@ class Deliverer:
         if thread is not None and thread is not threading.current_thread() and wait:
             thread.join(wait)
         if thread is None or not thread.is_alive():
-            if self._senders is not None:
-                self._senders.shutdown(wait=False)
+            for pool in (self._senders, self._resolvers):
+                if pool is not None:
+                    pool.shutdown(wait=False)
             if self._store is not None and self.pid == os.getpid():
                 self._store.close()
 
@@ -169,6 +171,7 @@ class Deliverer:
             return 0
         if self._senders is None:
             self._senders = ThreadPoolExecutor(SENDERS, thread_name_prefix="webhook-send")
+            self._resolvers = ThreadPoolExecutor(SENDERS, thread_name_prefix="webhook-dns")
         outcomes = list(self._senders.map(self.attempt, claimed))
         self.store.record_deliveries(token, outcomes, self.clock())
         for outcome in outcomes:
@@ -179,8 +182,17 @@ class Deliverer:
         """Send one claimed delivery; what to record of it."""
         status_code, error = None, None
         body, msg_id = event_body(row), str(row["event_id"])
+        deadline = time.monotonic() + self.timeout  # the name's look-up included
         try:
-            to = target(row["url"], self.config["WEBHOOK_ALLOW_PRIVATE"])
+            # getaddrinfo has no timeout of its own: a hung resolver costs a resolver thread,
+            # never the claim (which ends 15 s after the attempt's time at the latest)
+            looked_up = self._resolvers.submit(
+                target, row["url"], self.config["WEBHOOK_ALLOW_PRIVATE"]
+            )
+            try:
+                to = looked_up.result(timeout=self.timeout)
+            except TimeoutError:
+                raise TimeoutError("the host's name did not resolve in time") from None
             if to is None:
                 raise ConnectionError("the host does not resolve")
             stamp = int(time.time())  # the receiver compares it with its own clock
@@ -194,7 +206,7 @@ class Deliverer:
                 "webhook-timestamp": str(stamp),
                 "webhook-signature": " ".join(sign(key, msg_id, stamp, body) for key in keys),
             }
-            status_code = post(to, body, headers, self.timeout)
+            status_code = post(to, body, headers, max(0.1, deadline - time.monotonic()))
             if not 200 <= status_code < 300:
                 followed = " (redirects are not followed)" if 300 <= status_code < 400 else ""
                 error = f"answered {status_code}{followed}"

@@ -57,13 +57,16 @@ class Target:
 
 
 def refused(address: str) -> str | None:
-    """Why an address may not be a webhook's (loopback, private, ...), or None."""
+    """Why an address may not be a webhook's (loopback, private, ...), or None: only global
+    unicast addresses are allowed (an IPv4 inside 6to4, Teredo or a mapped IPv6 included)."""
     ip = ipaddress.ip_address(address.split("%")[0])
-    if ip.version == 6 and ip.ipv4_mapped:
-        ip = ip.ipv4_mapped
+    if ip.version == 6:
+        ip = ip.ipv4_mapped or ip.sixtofour or (ip.teredo[1] if ip.teredo else None) or ip
     for kind in ("loopback", "private", "link_local", "unspecified", "multicast", "reserved"):
         if getattr(ip, f"is_{kind}"):
             return f"{kind.replace('_', '-')} address {ip}"
+    if not ip.is_global:  # shared (100.64.0.0/10: cloud metadata), benchmarking, ...
+        return f"non-global address {ip}"
     return None
 
 

@@ -245,6 +245,8 @@ def test_after_a_rotation_each_secret_verifies_for_a_day(client, admin, receiver
         "http://[::ffff:127.0.0.1]/hook",
         "http://localhost./hook",
         "http://169.254.169.254/latest/meta-data",
+        "http://100.100.100.200/latest/meta-data",  # shared address space (a cloud's metadata)
+        "http://[2002:7f00:1::]/hook",  # 6to4 around 127.0.0.1
         "http://10.1.2.3/hook",
         "http://192.168.0.1/hook",
         "http://0.0.0.0/hook",
@@ -314,6 +316,20 @@ def test_retention_removes_old_events_and_records_the_highest(hook_app, client, 
     assert row.fetchone()["value"] == second["id"] and int(first["id"]) < int(second["id"])
     delivery.Deliverer(hook_app.config).prune(time.time())  # nothing younger goes
     assert store._execute("SELECT value FROM settings WHERE name = ?", (PRUNED_THROUGH,))
+
+
+def test_retention_keeps_the_events_a_pending_delivery_waits_for(hook_app, client, admin):
+    hook = create(client, admin, "http://127.0.0.1:9/hook")
+    client.patch(f"/webhooks/{hook['id']}", json={"enabled": False}, headers=admin)
+    store = services(hook_app).store
+    delivery.stop_for(services(hook_app), wait=5)
+    with store.transaction():
+        waiting = store.insert_event("person.deleted", {"id": "1"})
+    later = delivery.Deliverer(hook_app.config, clock=lambda: time.time() + 8 * 86_400)
+    later.prune(later.clock())
+    later.stop()
+    assert [event["id"] for event in store.events_after(0, 10)] == [waiting["id"]]
+    assert [entry["status"] for entry in deliveries(client, admin, hook["id"])] == ["pending"]
 
 
 def test_openapi_documents_the_endpoints_and_each_event(client):

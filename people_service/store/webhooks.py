@@ -144,9 +144,10 @@ class WebhookStore:
             self._execute(
                 "INSERT INTO deliveries (webhook_id, event_id, next_attempt_at) VALUES (?, ?, ?)"
                 " ON CONFLICT (webhook_id, event_id) DO UPDATE SET status = 'pending',"
-                " attempts = 0, next_attempt_at = excluded.next_attempt_at, lease_until = NULL,"
-                " lease_token = NULL, finished_at = NULL",
-                (webhook_id, event_id, now),
+                " attempts = 0, next_attempt_at = excluded.next_attempt_at, finished_at = NULL"
+                # an attempt under way keeps its claim: no second process sends it meanwhile
+                " WHERE deliveries.lease_until IS NULL OR deliveries.lease_until < ?",
+                (webhook_id, event_id, now, now),
             )
             return True
 
@@ -174,7 +175,7 @@ class WebhookStore:
         with self.transaction():
             for out in outcomes:
                 done = out["status"] != "pending"
-                recorded += self._changed(
+                mine = self._changed(
                     "UPDATE deliveries SET status = ?, attempts = ?, next_attempt_at = ?,"
                     " last_status_code = ?, last_error = ?, delivered_at = ?, finished_at = ?,"
                     " lease_until = NULL, lease_token = NULL"
@@ -192,7 +193,8 @@ class WebhookStore:
                         token,
                     ),
                 )
-                if out["gone"]:
+                recorded += mine
+                if out["gone"] and mine:  # a stale claim's 410 never undoes a re-enable
                     self._execute(
                         "UPDATE webhooks SET enabled = 0 WHERE id = ?", (out["webhook_id"],)
                     )
@@ -207,14 +209,19 @@ class WebhookStore:
         return {"pending": row["pending"], "oldest": row["oldest"]}
 
     def prune_events(self, before_iso: str, before: float) -> int | None:
-        """Remove events older than `before_iso` (their deliveries with them) and finished
-        deliveries older than `before`; record the highest event id removed. Returns it."""
+        """Remove events older than `before_iso` (their finished deliveries with them) up to the
+        first one with a pending delivery, and finished deliveries older than `before`; record
+        the highest event id removed. Returns it."""
         with self.transaction():
             self._execute(
                 "DELETE FROM deliveries WHERE status <> 'pending' AND finished_at < ?", (before,)
             )
+            # old events go, but none from the first one a pending delivery still waits for:
+            # a disabled webhook's deliveries wait, and nothing committed is ever lost
             row = self._execute(
-                "SELECT max(id) AS id FROM events WHERE created_at < ?", (before_iso,)
+                "SELECT max(id) AS id FROM events WHERE created_at < ? AND id < coalesce("
+                "(SELECT min(event_id) FROM deliveries WHERE status = 'pending'), id + 1)",
+                (before_iso,),
             ).fetchone()
             if row["id"] is None:
                 return None
