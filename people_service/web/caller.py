@@ -6,7 +6,7 @@ from flask import current_app, g, request
 
 from .. import credentials
 from ..credentials import Caller
-from ..errors import Forbidden, Unauthorized
+from ..errors import Forbidden, ServiceError, Unauthorized
 from . import services
 from .problems import with_headers
 
@@ -66,10 +66,12 @@ def current_caller() -> Caller | None:
 
 
 def peek_caller() -> Caller | None:
-    """The caller, or None when credentials are missing or wrong; never raises."""
+    """The caller, or None when credentials are missing or wrong or the store cannot say now
+    (the view's own authenticate() answers that); never raises: flask-limiter would take an
+    error in its key function for a storage failure and count in memory meanwhile."""
     try:
         return current_caller()
-    except Unauthorized:
+    except (Unauthorized, ServiceError):
         return None
 
 
