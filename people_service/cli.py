@@ -7,15 +7,10 @@ import shlex
 import sys
 from pathlib import Path
 
-if __name__ == "__main__":  # python -m people_service.cli: run the one module every command joins
-    from people_service.cli import main
-
-    raise SystemExit(main())
-
 import click
 from click.exceptions import NoArgsIsHelpError
 
-from . import config, credentials, logs, prepare_directory, transfer
+from . import cli_webhooks, config, credentials, logs, prepare_directory, transfer
 from .config import ConfigError
 from .errors import BadRequest, ServiceError
 from .store import Store, is_url, open_store
@@ -446,5 +441,7 @@ def serve(database, host, port, workers, demo, **waitress):
     )
 
 
-# the webhook commands; then every subcommand gets --db (cli_webhooks, which comes last)
-from . import cli_webhooks  # noqa: E402, F401
+cli_webhooks.add_to(cli, opened=opened, settings=settings, table=table, database_help=DATABASE_HELP)
+
+if __name__ == "__main__":  # python -m people_service.cli
+    raise SystemExit(main())

@@ -23,6 +23,10 @@ DOMAIN = [
         "schemas.py",
         "errors.py",
         "config.py",
+        "events.py",
+        "feed.py",
+        "webhooks.py",
+        "delivery.py",
     )
 ] + STORE
 HTTP_LIBRARIES = ("flask", "flask_limiter", "flask_cors", "werkzeug", "ariadne", "waitress")
@@ -72,6 +76,40 @@ def test_the_store_imports_nothing_above_it():
 def test_the_domain_never_imports_the_http_layer():
     for path in DOMAIN:
         assert not local_modules(path) & {"web", "rest", "graphql", "cli"}, path
+
+
+def module_imports() -> dict[str, set[str]]:
+    """Each module of the package and the package's modules it imports when it is loaded (its
+    top-level statements; an import inside a function runs later, when a cycle is harmless)."""
+    names = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        names[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph = {}
+    for name, path in names.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        found = set()
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.ImportFrom) and node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+                found |= {t for t in (target, *(f"{target}.{a.name}" for a in node.names))}
+        graph[name] = {target for target in found & set(names) if target != name}
+    return graph
+
+
+def test_no_import_cycle_among_the_modules():
+    graph, done = module_imports(), set()
+
+    def visit(name, path):
+        assert name not in path, " -> ".join([*path, name])
+        if name not in done:
+            for target in graph[name]:
+                visit(target, [*path, name])
+            done.add(name)
+
+    for name in graph:
+        visit(name, [])
 
 
 def test_modules_stay_small():
