@@ -297,7 +297,8 @@ def test_threads_opening_a_new_store_at_once_all_succeed(tmp_path):
 
 def test_writes_to_different_people_do_not_wait_for_each_other(tmp_path):
     """Only a write that touches the same rows waits (PostgreSQL's row locks); SQLite has one
-    writer at a time by design."""
+    writer at a time by design. (The lock that orders event ids is taken by a change's last
+    statement, just before its commit: a transaction kept open after it would hold others.)"""
     if ACTIVE["backend"] != "postgresql":
         pytest.skip("SQLite serializes writers by design")
     store = open_store(database(tmp_path))
@@ -308,9 +309,10 @@ def test_writes_to_different_people_do_not_wait_for_each_other(tmp_path):
 
     def hold_the_first():
         with store.transaction():
-            service.update_person(store, first["id"], {"age": 1})
+            service.get_person(store, first["id"], lock=True)  # a write's first step: its row
             holding.set()
-            other_done.wait(10)  # still inside the transaction
+            other_done.wait(10)  # still inside the transaction, the row locked
+            service.update_person(store, first["id"], {"age": 1})
 
     holder = threading.Thread(target=hold_the_first)
     holder.start()

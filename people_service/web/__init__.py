@@ -132,9 +132,14 @@ def wsgi_middleware(app, config):
             environ["people_service.unframed"], environ["wsgi.input"] = True, BytesIO()
 
         def respond(status, headers, exc_info=None):
-            # flask-limiter rounds the seconds left down: "Retry-After: 0" invites a retry at once
+            # flask-limiter rounds the seconds left down: never 0 (a retry at once), and never
+            # below an answer's own (a 503's), which it takes as its least but may round down
+            least = int(environ.get("people_service.retry_after", 1))
             headers = [
-                (k, "1") if k == "Retry-After" and v in ("0", "-0") else (k, v) for k, v in headers
+                (k, str(max(least, int(v))))
+                if k == "Retry-After" and v.lstrip("-").isdigit()
+                else (k, v)
+                for k, v in headers
             ]
             return start_response(status, headers, exc_info)
 

@@ -3,6 +3,7 @@
 import logging
 from http import HTTPStatus
 
+from flask import has_request_context, request
 from werkzeug.exceptions import HTTPException
 from werkzeug.wrappers import Response
 
@@ -139,6 +140,8 @@ def error_parts(error: Exception) -> tuple[int, str, dict | None, dict]:
 def problem_response(error: Exception) -> Response:
     """Render any error as application/problem+json, keeping headers such as Allow."""
     status, detail, errors, headers, omitted = _parts(error)
+    if str(headers.get("Retry-After", "")).isdigit() and has_request_context():
+        request.environ["people_service.retry_after"] = headers["Retry-After"]  # never lowered
     body = {"type": "about:blank", "title": HTTPStatus(status).phrase, "status": status}
     body["detail"] = detail
     if errors:
