@@ -27,7 +27,7 @@ from .webhooks import Target, target
 log = logging.getLogger("people_service.delivery")
 
 POLL_SECONDS = 1.0  # an idle worker looks for due deliveries this often (one query)
-SENDERS = 16  # attempts sent at once by one process; a claim takes at most this many
+SENDERS = 64  # attempts sent at once by one process; a claim takes at most this many
 MAX_ANSWER = 4096  # bytes of a receiver's answer read at most: its status line is enough
 PRUNE_SECONDS = 3600  # how often a worker removes what retention no longer keeps
 STATUS_LINE = re.compile(rb"HTTP/1\.[01] ([1-5][0-9][0-9])[ \r]")
