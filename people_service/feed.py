@@ -59,6 +59,9 @@ class FeedQuerySchema(Schema):
         metadata={
             "description": f"Only events of these types. {TYPES_RULE}",
             "example": "person.created,person.deleted",
+            "pattern": "^{0}(,{0})*$".format(
+                "(" + "|".join(t.replace(".", "[.]") for t in events.TYPES) + ")"
+            ),
         }
     )
 
