@@ -181,7 +181,10 @@ def start_request():
         raise BadRequest(f"X-HTTP-Method-Override must be PUT, PATCH or DELETE, not '{bad}'.")
     from .. import delivery  # not at import: serve sets up prometheus-client's metrics first
 
-    delivery.ensure(services(), current_app.config)  # every serving process delivers webhooks
+    # every serving process delivers webhooks; its worker starts once this process migrated
+    # the schema (`store`), never racing the migration (a new file's WAL switch needs it alone)
+    services().store  # noqa: B018
+    delivery.ensure(services(), current_app.config)
     if req.endpoint is not None and req.endpoint not in UNCHARGED:
         caller = peek_caller()
         if caller is not None:
