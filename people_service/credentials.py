@@ -13,7 +13,7 @@ import jwt
 from werkzeug.security import generate_password_hash
 
 from . import schemas
-from .errors import BadRequest, NotFound
+from .errors import BadRequest, NotFound, ServiceError
 from .passwords import DEFAULT_METHOD, check_password, dummy_hash, names_its_context
 from .service import Viewer
 from .store import PerProcess, iso
@@ -282,8 +282,12 @@ class UsageTracker:
                 self.store.add_usage(
                     {ident: (count, iso(stamp)) for ident, (count, stamp) in pending.items()}
                 )
-            except Exception:
-                log.warning("could not flush usage counts; will retry", exc_info=True)
+            except Exception as exc:
+                # a busy or unreachable database is expected under load: a line, no traceback
+                expected = isinstance(exc, ServiceError)
+                log.warning(
+                    "could not flush usage counts; will retry: %s", exc, exc_info=not expected
+                )
                 with mine.lock:
                     for ident, (count, stamp) in pending.items():
                         now_count, now_stamp = mine.pending.get(ident, (0, 0.0))

@@ -162,6 +162,8 @@ def soak(tmp_path, people, per_thread, leak_check):
                 f"{server.url}/message/{message_id}", headers=headers, timeout=10
             )
             assert response.json()["content"] == content
-        assert "Traceback" not in "\n".join(server.stderr)
+        # the lines around a traceback, not the whole log: CI shows only a failure's tail
+        found = [i for i, line in enumerate(server.stderr) if "Traceback" in line]
+        assert not found, "\n".join(server.stderr[max(0, found[0] - 5) : found[0] + 40])
     finally:
         assert server.stop() == 0
