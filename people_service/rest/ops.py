@@ -71,7 +71,6 @@ def me():
     "Exchange a username and password for a bearer token",
     body=schemas.TokenRequestSchema,
     ok={200: ("A token to send as 'Authorization: Bearer <token>'.", TokenSchema, [])},
-    errors=[401],
     auth=False,
     tag="auth",
     description="The body is read up to 16 KiB (413 beyond): a username and a password, as "
