@@ -122,7 +122,7 @@ def release() -> str:
         return "0"
 
 
-def build_spec(app, unlimited: set[str]) -> dict:
+def build_spec(app, unlimited: set[str], description: str) -> dict:
     """The OpenAPI document of every route of `app` whose view has @doc."""
     plugin = MarshmallowPlugin()
     spec = APISpec(
@@ -130,11 +130,7 @@ def build_spec(app, unlimited: set[str]) -> dict:
         version=release(),
         openapi_version="3.1.0",
         plugins=[plugin],
-        info={
-            "description": "People, friendships and messages over REST; the same data over "
-            "GraphQL at /graphql. Errors are RFC 9457 problem documents. Every answer carries "
-            "X-Request-ID; rate-limited ones X-RateLimit-Limit, -Remaining and -Reset."
-        },
+        info={"description": description},
     )
     # `format: email` would promise RFC 5322 addresses: schemas.EMAIL_PATTERN says what is taken
     plugin.map_to_openapi_type(fields.Email, "string", None)

@@ -49,7 +49,7 @@ def health():
 def openapi():
     ext = services()
     if ext.openapi is None:
-        ext.openapi = build_spec(current_app, ext.unlimited)
+        ext.openapi = build_spec(current_app, ext.unlimited, DESCRIPTION)
     if request.script_root:  # mounted under a prefix: the paths are under it too
         return json_response({**ext.openapi, "servers": [{"url": request.script_root}]})
     return json_response(ext.openapi)
