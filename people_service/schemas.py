@@ -176,11 +176,6 @@ class SortOrder(fields.String):
         return tuple(order)
 
 
-def sort_text(order) -> str:
-    """A loaded sort order as the query string writes it: 'name,-age'."""
-    return ",".join(("-" if descending else "") + key for key, descending in order)
-
-
 class PeopleQuerySchema(PageSchema):
     name = text(200, metadata={"description": "Case-insensitive part of the name."})
     city = text(200, metadata={"description": "The city, exactly but ignoring case."})

@@ -73,7 +73,8 @@ def paged_response(entries: list, total: int, query: dict) -> Response:
     limit, offset = query["limit"], query["offset"]
 
     def link(to: int, rel: str) -> str:
-        given = {**query, "offset": to, "sort": schemas.sort_text(query.get("sort") or ())}
+        # what the client sent (check_query let through only known names, each once)
+        given = {**request.args.to_dict(), "limit": limit, "offset": to}
         params = [
             (name, given[name]) for name in LINK_PARAMETERS if given.get(name) not in ("", None)
         ]
