@@ -149,8 +149,8 @@ def test_a_token_by_the_generated_client(generated, api, demo_server):
     assert token.parsed.token_type == "Bearer"
 
 
-def test_every_declared_error_status_parses_to_a_problem_never_none(generated, demo_server):
-    """507 and the rest: each declared problem status of each operation gives a Problem."""
+def test_every_error_status_parses_to_a_problem_never_none(generated, demo_server):
+    """507 and the rest: the `default` answer of each operation gives a Problem."""
     models = generated("models")
     document = demo_server.request("GET", "/openapi.json").json()
     checked = 0
@@ -158,17 +158,15 @@ def test_every_declared_error_status_parses_to_a_problem_never_none(generated, d
         for operation in methods.values():
             tag = operation["tags"][0]
             module = generated(f"api.{tag}.{operation['operationId']}")
-            for status, response in operation["responses"].items():
-                if "application/problem+json" not in response.get("content", {}):
+            for status in (400, 401, 403, 404, 409, 412, 413, 415, 422, 429, 431, 500, 503, 507):
+                if str(status) in operation["responses"]:  # /health's own 503
                     continue
-                body = {"type": "about:blank", "title": "T", "status": int(status), "detail": "d"}
-                answer = httpx.Response(int(status), json=body)
+                body = {"type": "about:blank", "title": "T", "status": status, "detail": "d"}
+                answer = httpx.Response(status, json=body)
                 parsed = module._parse_response(client=None, response=answer)
                 assert isinstance(parsed, models.Problem), (operation["operationId"], status)
                 checked += 1
     assert checked > 100
-    create = document["paths"]["/person"]["post"]["responses"]
-    assert "507" in create
 
 
 def test_every_generated_module_imports_as_generated(generated, demo_server):

@@ -15,25 +15,17 @@ from .. import schemas
 from ..errors import BadRequest
 from ..web.caller import authenticate, check_scope
 
-ERROR_TEXT = {
-    400: "The request is malformed (a parameter, header or JSON syntax).",
-    401: "Credentials are missing or invalid.",
-    403: "The credentials lack the scope.",
-    404: "No such person or message.",
-    409: "Another person has this email.",
-    410: "Events after this cursor were removed (EVENT_RETENTION_DAYS): start without it.",
-    412: "If-Match does not match the current ETag.",
-    413: "The body is larger than MAX_BODY_BYTES.",
-    415: "The body is not JSON.",
-    422: "The body breaks the rules; `errors` has the messages per field.",
-    429: "Over the rate limit; retry after Retry-After seconds.",
-    431: "The request's headers are too large.",
-    500: "An unexpected failure; the detail says nothing more.",
-    503: "The database is unavailable, or logins are busy; retry after Retry-After seconds.",
-    507: "The database is full; nothing was written. Reads still work.",
-}
-ALWAYS = {400, 413, 431, 500, 503}  # a bad override or parameter, too large, a failure
-ERROR_HEADERS = {401: ["WWW-Authenticate"], 429: ["Retry-After"], 503: ["Retry-After"]}
+# Errors are one `default` answer per operation: the statuses below, as problem documents.
+PROBLEMS = (
+    "An RFC 9457 problem document. 400: a parameter, header or JSON syntax is malformed. "
+    "401: credentials are missing or invalid. 403: the credentials lack the scope. "
+    "404: no such resource. 409: another person has this email. 410: events after this cursor "
+    "were removed (EVENT_RETENTION_DAYS). 412: If-Match does not match the current ETag. "
+    "413: the body is larger than MAX_BODY_BYTES. 415: the body is not JSON. 422: the body "
+    "breaks the rules; `errors` has the messages per field. 429: over the rate limit. "
+    "431: the headers are too large. 500: an unexpected failure. 503: the database is "
+    "unavailable, or logins are busy. 507: the database is full; nothing was written."
+)
 RATE_HEADERS = ["X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"]
 STRING, INTEGER = {"type": "string"}, {"type": "integer"}
 HEADERS = {  # every response header the service sends: (schema, description)
@@ -72,13 +64,12 @@ HEADER_PARAMETERS = {  # request headers a view may name: (schema, description)
 }
 
 
-def doc(summary: str, *, ok: dict, query=None, body=None, headers=(), errors=(), **more):
+def doc(summary: str, *, ok: dict, query=None, body=None, headers=(), **more):
     """Describe a view for the OpenAPI document: `ok` maps statuses to (text, schema, headers);
     `query` is the schema of the only query parameters the view takes. `more`: `description`,
     `body_type` (one media type: client generators fail on several), `auth`, `tag`."""
     meta = {"summary": summary, "ok": ok, "query": query, "body": body, "headers": headers}
-    meta |= {"errors": errors, "body_type": "application/json", "auth": True, "tag": "people"}
-    meta |= more
+    meta |= {"body_type": "application/json", "auth": True, "tag": "people"} | more
     meta["parameters"] = frozenset(query().load_fields) if query else frozenset()
 
     def mark(view):
@@ -88,21 +79,8 @@ def doc(summary: str, *, ok: dict, query=None, body=None, headers=(), errors=(),
     return mark
 
 
-def _operation(meta: dict, method: str, path_parameters: list, limited: bool) -> dict:
-    """One operation of the document: parameters, body, its answers and the errors it implies."""
-    auth, params = meta["auth"], meta["headers"]
-    implied = {
-        401: auth,
-        403: auth,
-        507: auth and method != "GET",
-        429: limited,
-        415: meta["body"] is not None,
-        422: meta["body"] is not None or "Idempotency-Key" in params,  # a key reused
-        404: bool(path_parameters),
-        412: "If-Match" in params,
-    }
-    statuses = ALWAYS | set(meta["errors"]) | {status for status, on in implied.items() if on}
-    every = ["X-Request-ID", *(RATE_HEADERS if limited else [])]
+def _operation(meta: dict, path_parameters: list, limited: bool) -> dict:
+    """One operation of the document: parameters, body, its answers and the problem `default`."""
     id_schema = {**STRING, "pattern": schemas.ID_PATTERN}
     parameters = [
         {"in": "path", "name": name, "required": True, "schema": id_schema}
@@ -110,22 +88,20 @@ def _operation(meta: dict, method: str, path_parameters: list, limited: bool) ->
     ]
     if meta["query"] is not None:
         parameters.append({"in": "query", "schema": meta["query"]})
-    for name in params:
+    for name in meta["headers"]:
         schema, text = HEADER_PARAMETERS[name]
         parameters.append({"in": "header", "name": name, "schema": schema, "description": text})
+    every = ["X-Request-ID", *(RATE_HEADERS if limited else [])]
+    problem = ["Retry-After", *(["WWW-Authenticate"] if meta["auth"] else [])]
+    answers = {**meta["ok"], "default": (PROBLEMS, "Problem", problem)}
     responses = {}
-    for status, (text, schema, names) in meta["ok"].items():
-        responses[str(status)] = {"description": text, "headers": dict.fromkeys(every + names)}
+    for status, (text, schema, names) in answers.items():
+        # apispec makes header names into references
+        response = {"description": text, "headers": {name: name for name in every + names}}
         if schema is not None:
-            responses[str(status)]["content"] = {"application/json": {"schema": schema}}
-    for status in sorted(statuses - set(meta["ok"])):
-        responses[str(status)] = {
-            "description": ERROR_TEXT[status],
-            "headers": dict.fromkeys(every + ERROR_HEADERS.get(status, [])),
-            "content": {"application/problem+json": {"schema": "Problem"}},
-        }
-    for answer in responses.values():  # apispec makes header names into references
-        answer["headers"] = {name: name for name in answer["headers"]}
+            media_type = "application/problem+json" if status == "default" else "application/json"
+            response["content"] = {media_type: {"schema": schema}}
+        responses[str(status)] = response
     operation = {"summary": meta["summary"], "tags": [meta["tag"]], "responses": responses}
     if meta.get("description"):
         operation["description"] = meta["description"]
@@ -134,7 +110,7 @@ def _operation(meta: dict, method: str, path_parameters: list, limited: bool) ->
     if meta["body"] is not None:
         content = {meta["body_type"]: {"schema": meta["body"]}}
         operation["requestBody"] = {"required": True, "content": content}
-    operation["security"] = [{"ApiKey": []}, {"Bearer": []}] if auth else []
+    operation["security"] = [{"ApiKey": []}, {"Bearer": []}] if meta["auth"] else []
     return operation
 
 
@@ -146,7 +122,7 @@ def release() -> str:
         return "0"
 
 
-def build_spec(app, unlimited: set[str]) -> dict:
+def build_spec(app, unlimited: set[str], description: str) -> dict:
     """The OpenAPI document of every route of `app` whose view has @doc."""
     plugin = MarshmallowPlugin()
     spec = APISpec(
@@ -154,11 +130,7 @@ def build_spec(app, unlimited: set[str]) -> dict:
         version=release(),
         openapi_version="3.1.0",
         plugins=[plugin],
-        info={
-            "description": "People, friendships and messages over REST; the same data over "
-            "GraphQL at /graphql. Errors are RFC 9457 problem documents. Every answer carries "
-            "X-Request-ID; rate-limited ones X-RateLimit-Limit, -Remaining and -Reset."
-        },
+        info={"description": description},
     )
     # `format: email` would promise RFC 5322 addresses: schemas.EMAIL_PATTERN says what is taken
     plugin.map_to_openapi_type(fields.Email, "string", None)
@@ -182,7 +154,7 @@ def build_spec(app, unlimited: set[str]) -> dict:
         operations = paths.setdefault(re.sub(r"<id:(\w+)>", r"{\1}", rule.rule), {})
         for method in sorted(rule.methods - {"HEAD", "OPTIONS"}):
             limited = rule.endpoint not in unlimited
-            operation = _operation(view.apidoc, method, sorted(rule.arguments), limited)
+            operation = _operation(view.apidoc, sorted(rule.arguments), limited)
             name = view.__name__ + (post if method == "POST" else "")  # POST /person/{id}
             operations[method.lower()] = {"operationId": name, **operation}
     for path, operations in paths.items():

@@ -49,7 +49,7 @@ def health():
 def openapi():
     ext = services()
     if ext.openapi is None:
-        ext.openapi = build_spec(current_app, ext.unlimited)
+        ext.openapi = build_spec(current_app, ext.unlimited, DESCRIPTION)
     if request.script_root:  # mounted under a prefix: the paths are under it too
         return json_response({**ext.openapi, "servers": [{"url": request.script_root}]})
     return json_response(ext.openapi)
@@ -71,7 +71,6 @@ def me():
     "Exchange a username and password for a bearer token",
     body=schemas.TokenRequestSchema,
     ok={200: ("A token to send as 'Authorization: Bearer <token>'.", TokenSchema, [])},
-    errors=[401],
     auth=False,
     tag="auth",
     description="The body is read up to 16 KiB (413 beyond): a username and a password, as "
