@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import shutil
 import signal
@@ -16,7 +17,12 @@ import uuid
 import pytest
 import requests
 
-from .conftest import ACTIVE, GENEROUS, ServerProcess, database
+from people_service import credentials, errors
+from people_service.store import open_store
+from people_service.web import services
+from people_service.web.problems import problem_response
+
+from .conftest import ACTIVE, GENEROUS, ServerProcess, close_app, database, make_app
 
 ENV = {"PEOPLE_SERVICE_RATE_LIMIT": GENEROUS, "PEOPLE_SERVICE_ANONYMOUS_RATE_LIMIT": GENEROUS}
 
@@ -294,3 +300,45 @@ def test_sigterm_finishes_in_flight_requests_and_exits_0(tmp_path):
     assert "people-service stopped" in "\n".join(server.stderr)
     no_tracebacks(server)
     assert_all_there(db, acked, server.headers, tmp_path)
+
+
+# -- SQLite errors by their result code ---------------------------------------------------
+
+
+def test_a_missing_table_is_a_logged_500_not_a_503_to_retry(tmp_path, sqlite_only, caplog):
+    app = make_app(tmp_path)
+    try:
+        client = app.test_client()
+        headers = {"X-API-Key": credentials.create_key(services(app).store, "ci")}
+        person = client.post("/person", json={"name": "Ada"}, headers=headers).json
+        with sqlite3.connect(tmp_path / "people.db") as conn:
+            conn.execute("DROP TABLE messages")
+        with caplog.at_level(logging.ERROR, logger="people_service"):
+            response = client.get(f"/person/{person['id']}/messages", headers=headers)
+        assert response.status_code == 500
+        # no Retry-After of its own (a 503's): only flask-limiter's, beside its headers (11a)
+        assert "Retry-After" not in response.headers or "X-RateLimit-Reset" in response.headers
+        assert response.json["detail"] == "Internal server error."
+        assert "no such table" in caplog.text  # the operator sees what the client does not
+    finally:
+        close_app(app)
+
+
+def test_a_busy_database_is_a_503_with_a_short_retry_after(tmp_path, sqlite_only):
+    path = tmp_path / "people.db"
+    store = open_store(str(path))
+    store.upgrade_schema()
+    store.close()
+    impatient = type(store)(str(path), busy_timeout=0.05)
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(errors.Busy) as caught:
+            with impatient.transaction():
+                pass
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+        impatient.close()
+    answer = problem_response(caught.value)
+    assert (answer.status_code, answer.headers["Retry-After"]) == (503, "1")

@@ -2,20 +2,11 @@
 
 import re
 
-from .base import SCHEMA_VERSION, PerProcess, Store
-from .people import iso
+from .base import SCHEMA_VERSION as SCHEMA_VERSION
+from .base import PerProcess as PerProcess
+from .base import Store
+from .people import iso as iso
 from .sqlite import SQLiteStore
-
-__all__ = [
-    "SCHEMA_VERSION",
-    "PerProcess",
-    "SQLiteStore",
-    "Store",
-    "iso",
-    "open_store",
-    "is_url",
-    "redacted",
-]
 
 
 def is_url(database: str) -> bool:

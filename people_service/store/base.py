@@ -136,8 +136,8 @@ FOLD_PLACES_AT = 3  # the migration after which existing rows get their folded k
 
 
 class PerProcess:
-    """What `make()` gives, made once in each process: a forked child never uses what its parent
-    made before the fork (a connection, a pool, a lock, a thread; SPEC §11b), nor closes it."""
+    """What `make()` gives, made once in each process: a forked child never uses or closes what
+    its parent made before the fork (SPEC §11b)."""
 
     def __init__(self, make):
         self.make, self.made = make, {}
@@ -149,7 +149,7 @@ class PerProcess:
         return found
 
     def forget(self):
-        """This process's, made again at the next get(); None if there was none."""
+        """This process's (None if none), made again at the next get()."""
         return self.made.pop(os.getpid(), None)
 
 

@@ -18,6 +18,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 import sqlite_utils
 from limits.errors import ConfigurationError
 from limits.storage import SlidingWindowCounterSupport, Storage
+from limits.storage.base import TimestampedSlidingWindow
 
 from . import is_url
 from .base import PerProcess
@@ -81,7 +82,7 @@ def default_uri(database: str) -> str:
     return PREFIX + os.path.join(directory, f"ratelimits-{digest}.db")
 
 
-class SQLiteCounters(Storage, SlidingWindowCounterSupport):
+class SQLiteCounters(Storage, SlidingWindowCounterSupport, TimestampedSlidingWindow):
     """Exact across processes: each decision is one statement; writers queue on a thread lock
     and an flock of `<file>.lock` (quicker than SQLite's busy handler); a refusal only reads.
     Each process opens its own connections, lock and lock file (a fork never shares them);
@@ -111,7 +112,7 @@ class SQLiteCounters(Storage, SlidingWindowCounterSupport):
 
     def _conn(self) -> sqlite3.Connection:
         """This thread's connection, to the file there is now (one deleted is made again)."""
-        return self._connections.get(check=True).conn
+        return self._connections.get().conn
 
     def _open(self) -> sqlite_utils.Database:
         os.close(create_private(self.path))
@@ -191,14 +192,9 @@ class SQLiteCounters(Storage, SlidingWindowCounterSupport):
         """Remove every counter; returns how many there were."""
         return len(self._write("DELETE FROM counters RETURNING 1", ()))
 
-    @staticmethod
-    def _window_keys(key: str, expiry: int, now: float) -> tuple[str, str]:
-        # the keys limits' own storages use: the window's number since the epoch
-        return f"{key}/{int((now - expiry) / expiry)}", f"{key}/{int(now / expiry)}"
-
     def _windows(self, conn, key: str, expiry: int, now: float) -> tuple[int, float, int, float]:
         """(previous count, previous TTL, current count, current TTL), as MemoryStorage."""
-        previous_key, current_key = self._window_keys(key, expiry, now)
+        previous_key, current_key = self.sliding_window_keys(key, expiry, now)
         counts = dict(
             conn.execute(
                 "SELECT key, value FROM counters WHERE key IN (?, ?) AND expires_at > ?",
@@ -227,13 +223,14 @@ class SQLiteCounters(Storage, SlidingWindowCounterSupport):
             if self._weighted(conn, key, expiry, now) + amount > limit:
                 return False
             # the current window's counter lives two windows: it is the next one's previous
-            params = {"amount": amount, "now": now, "expires": now + 2 * expiry}
-            conn.execute(ADD, {**params, "key": self._window_keys(key, expiry, now)[1]}).fetchall()
+            current = self.sliding_window_keys(key, expiry, now)[1]
+            params = {"key": current, "amount": amount, "now": now, "expires": now + 2 * expiry}
+            conn.execute(ADD, params).fetchall()
         return True
 
     def get_sliding_window(self, key: str, expiry: int) -> tuple[int, float, int, float]:
         return self._windows(self._conn(), key, expiry, time.time())
 
     def clear_sliding_window(self, key: str, expiry: int) -> None:
-        keys = self._window_keys(key, expiry, time.time())
+        keys = self.sliding_window_keys(key, expiry, time.time())
         self._write("DELETE FROM counters WHERE key IN (?, ?)", keys)

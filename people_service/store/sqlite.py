@@ -66,11 +66,11 @@ class Connections:
         """This thread's state (its connection, and what its user keeps beside it)."""
         return self._process.get().local
 
-    def get(self, check: bool = False) -> sqlite_utils.Database:
-        """This thread's connection; with `check`, a new one if the file was replaced."""
+    def get(self) -> sqlite_utils.Database:
+        """This thread's connection; a new one if the file was replaced."""
         local = self.local
         db = getattr(local, "db", None)
-        if db is None or (check and local.file != identity(self.path)):
+        if db is None or local.file != identity(self.path):
             self.drop()
             db = self.connect()
             local.db, local.file, local.closing = db, identity(self.path), Closing(db)
@@ -113,8 +113,8 @@ os.register_at_fork(before=_before_fork)
 
 
 class SQLiteStore(Store):
-    """The store in one SQLite file: a connection per thread (checked against the file at the
-    first use after release()); writers wait for BEGIN IMMEDIATE."""
+    """The store in one SQLite file: a connection per thread (checked against the file outside
+    transactions); writers wait for BEGIN IMMEDIATE."""
 
     DIALECT = {
         "identity": "INTEGER PRIMARY KEY AUTOINCREMENT",  # AUTOINCREMENT: ids are never reused
@@ -143,15 +143,13 @@ class SQLiteStore(Store):
         return f"{column} IN (SELECT value FROM json_each(?))", json.dumps(ids)
 
     def _db(self) -> sqlite_utils.Database:
-        """This thread's connection. Its first use after release() checks the file: one that
-        was deleted is Unavailable (mode=rw), one replaced (a restore) gets a new connection."""
+        """This thread's connection. Outside a transaction it checks the file: one that was
+        deleted is Unavailable (mode=rw), one replaced (a restore) gets a new connection."""
         local = self._connections.local
-        if getattr(local, "checked", False):
+        if getattr(local, "busy", False):
             return local.db
         with self._translated():
-            db = self._connections.get(check=True)
-        local.checked = True
-        return db
+            return self._connections.get()
 
     def _connection(self):
         return nullcontext(self._db().conn)
@@ -160,12 +158,6 @@ class SQLiteStore(Store):
         # not RETURNING: its row comes back before the commit, stalling other writers (see docs/)
         with self._translated(), self._connection() as conn:
             return conn.execute(sql, params).lastrowid
-
-    def release(self) -> None:
-        """This thread is done for now (a request ended): its next use checks the file."""
-        local = self._connections.local
-        if not getattr(local, "busy", False):
-            local.checked = False
 
     def open_connections(self) -> int:
         """How many connections this process holds open to the file."""
@@ -189,10 +181,8 @@ class SQLiteStore(Store):
         return sqlite_utils.Database(conn)
 
     def _writable(self) -> None:
-        local = self._connections.local
-        if not getattr(local, "busy", False):  # a transaction checked when it began
-            local.checked = False
-            self._db()  # checks the file again: a missing one says so
+        if not getattr(self._connections.local, "busy", False):  # checked when it began
+            self._db()  # a missing file says so
             if not os.access(self.path, os.W_OK):
                 # open connections could still write through their descriptors: refuse
                 raise Unavailable(READ_ONLY)
@@ -227,8 +217,7 @@ class SQLiteStore(Store):
         # the owner's alone (it holds password and key hashes), as SQLite's -wal and -shm
         with suppress(FileExistsError):
             os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-        self.release()  # the file may be new; the driver's own error names what is wrong
-        self._connections.get(check=True).enable_wal()
+        self._connections.get().enable_wal()  # the driver's own error names what is wrong
         return super().upgrade_schema()
 
     def _schema_version(self) -> int:
