@@ -51,24 +51,19 @@ def _resolve() -> Caller | None:
 def current_caller() -> Caller | None:
     """The caller (resolved once per request), None without credentials; Unauthorized for
     wrong ones."""
-    state = g._get_current_object()
-    try:
-        caller = state.caller
-    except AttributeError:
+    if "caller" not in g:
         try:
-            caller = state.caller = _resolve()
+            g.caller = _resolve()
         except Unauthorized as error:
-            state.caller, state.caller_error = None, error
-            raise
-    if caller is None and "caller_error" in state:
-        raise state.caller_error
-    return caller
+            g.caller, g.caller_error = None, error
+    if g.caller is None and "caller_error" in g:
+        raise g.caller_error
+    return g.caller
 
 
 def peek_caller() -> Caller | None:
     """The caller, or None when credentials are missing or wrong or the store cannot say now
-    (the view's own authenticate() answers that); never raises: flask-limiter would take an
-    error in its key function for a storage failure and count in memory meanwhile."""
+    (the view's own authenticate() answers that)."""
     try:
         return current_caller()
     except (Unauthorized, ServiceError):
@@ -101,7 +96,6 @@ def required(view):
         check_scope(authenticate(), "read" if request.method in ("GET", "HEAD") else "write")
         return view(*args, **kwargs)
 
-    wrapper.requires_auth = True
     return wrapper
 
 
