@@ -1,9 +1,10 @@
 """The HTTP layer: what one app holds, ready once per process, and what every request passes.
 
-A request, top to bottom: `_wsgi` (method override, trusted proxy, unread chunked bodies),
-`start_request` (request id, framing, the caller authenticated once, CORS preflight),
-flask-limiter's own check (web/ratelimit.py), the view, `finish_request` (headers, one access
-line, metrics), `end_request` (the store's connection back to its pool).
+A request, top to bottom: `wsgi_middleware` (method override, trusted proxy, unread chunked
+bodies), a CORS preflight's answer (web/pages.py), `start_request` (request id, framing, the
+caller authenticated once), flask-limiter's own check (web/ratelimit.py), the view,
+`finish_request` (headers, one access line, metrics), `end_request` (the store's connection
+back to its pool).
 """
 
 import atexit

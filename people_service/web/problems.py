@@ -143,4 +143,3 @@ def problem_response(error: Exception) -> Response:
     if omitted:
         body["errors_omitted"] = omitted
     return Response(dump_json(body), status, headers, content_type="application/problem+json")
-

@@ -44,13 +44,13 @@ def _windows(limit: str) -> int:
     return len(parse_many(limit))
 
 
-def address_key() -> str:
+def client_address_key() -> str:
     return "addr:" + (request.remote_addr or "unknown")
 
 
 def caller_key() -> str:  # never empty: an empty key would be unlimited
     caller = peek_caller()
-    return caller.key if caller else address_key()
+    return caller.key if caller else client_address_key()
 
 
 def login_key() -> str:
@@ -63,7 +63,7 @@ def login_key() -> str:
             username = data.get("username") if hasattr(data, "get") else None
     except Exception:
         pass  # the view answers the bad body; the address is still charged
-    identity = f"{address_key()}\0{str(username or '')[:200]}"
+    identity = f"{client_address_key()}\0{str(username or '')[:200]}"
     return "login:" + hashlib.sha256(identity.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
@@ -129,7 +129,7 @@ def init_app(app, logins) -> Limiter:
     limiter.request_filter(lambda: request.endpoint in UNCHARGED)
     # the address's limit first: its refusals never use up the username's logins
     limiter.shared_limit(
-        lambda: config["ANONYMOUS_RATE_LIMIT"], scope=SCOPE, key_func=address_key
+        lambda: config["ANONYMOUS_RATE_LIMIT"], scope=SCOPE, key_func=client_address_key
     )(logins)
     limiter.limit(
         lambda: config["AUTH_RATE_LIMIT"],
