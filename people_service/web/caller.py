@@ -18,6 +18,10 @@ def challenge(error: str | None = None) -> dict:
     return {"WWW-Authenticate": f'ApiKey {REALM}, header="X-API-Key", {bearer}'}
 
 
+def _refused(detail: str, error: str | None = None) -> Unauthorized:
+    return with_headers(Unauthorized(detail), challenge(error))
+
+
 def _resolve() -> Caller | None:
     ext, headers = services(), request.headers
     key = headers.get("X-API-Key")
@@ -25,9 +29,7 @@ def _resolve() -> Caller | None:
         caller = credentials.caller_from_key(ext.store, key.strip())
         if caller is None:
             hint = " Tokens go in 'Authorization: Bearer'." if key.count(".") == 2 else ""
-            raise with_headers(
-                Unauthorized(f"The API key is unknown or revoked.{hint}"), challenge()
-            )
+            raise _refused(f"The API key is unknown or revoked.{hint}")
         return caller
     header = headers.get("Authorization")
     if header is None:
@@ -35,16 +37,13 @@ def _resolve() -> Caller | None:
     scheme, _, token = header.strip().partition(" ")
     token = token.strip()
     if scheme.lower() != "bearer" or not token or " " in token:
-        raise with_headers(
-            Unauthorized("Send 'Authorization: Bearer <token>' or 'X-API-Key: <key>'."),
-            challenge("invalid_request"),
+        raise _refused(
+            "Send 'Authorization: Bearer <token>' or 'X-API-Key: <key>'.", "invalid_request"
         )
     caller = credentials.caller_from_token(ext.store, token, ext.token_secret)
     if caller is None:
         hint = " API keys go in X-API-Key." if token.startswith(credentials.KEY_PREFIX) else ""
-        raise with_headers(
-            Unauthorized(f"The token is invalid or expired.{hint}"), challenge("invalid_token")
-        )
+        raise _refused(f"The token is invalid or expired.{hint}", "invalid_token")
     return caller
 
 
@@ -74,10 +73,7 @@ def authenticate() -> Caller:
     """The caller, or Unauthorized."""
     caller = current_caller()
     if caller is None:
-        raise with_headers(
-            Unauthorized("Send an API key in X-API-Key or a token in 'Authorization: Bearer'."),
-            challenge(),
-        )
+        raise _refused("Send an API key in X-API-Key or a token in 'Authorization: Bearer'.")
     return caller
 
 
