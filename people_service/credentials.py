@@ -6,6 +6,7 @@ import logging
 import secrets
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass
 from types import SimpleNamespace
 
@@ -234,12 +235,12 @@ class UsageTracker:
     counts, locks and flushes its own (a fork's child starts with nothing of its parent's)."""
 
     def __init__(self, store, interval: float = 5.0):
-        self.store = store
-        self.interval = interval
+        self.store, self.interval = store, interval
         self._process = PerProcess(
             lambda: SimpleNamespace(
-                pending={},  # (kind, id) -> (count, last time)
-                lock=threading.Lock(),  # guards pending
+                counts=Counter(),  # (kind, id) -> requests not yet written
+                last={},  # (kind, id) -> time of the last of them
+                lock=threading.Lock(),  # guards counts and last
                 flush_lock=threading.Lock(),  # a flush and an exact read never interleave
                 stop=threading.Event(),
                 thread=None,
@@ -253,10 +254,9 @@ class UsageTracker:
     def hit(self, caller) -> None:
         """Count one request of `caller` (anything with .kind and .id)."""
         ident, mine = (caller.kind, caller.id), self._process.get()
-        stamp = time.time()  # formatted when written: this runs on every request
         with mine.lock:
-            count = mine.pending.get(ident, (0, 0.0))[0]
-            mine.pending[ident] = (count + 1, stamp)
+            mine.counts[ident] += 1
+            mine.last[ident] = time.time()  # formatted when written: this runs on every request
             if mine.thread is None:
                 mine.thread = threading.Thread(target=self._run, name="usage-flush", daemon=True)
                 mine.thread.start()
@@ -275,13 +275,11 @@ class UsageTracker:
         mine = self._process.get()
         with mine.flush_lock:
             with mine.lock:
-                pending, mine.pending = mine.pending, {}
-            if not pending:
+                counts, last, mine.counts, mine.last = mine.counts, mine.last, Counter(), {}
+            if not counts:
                 return
             try:
-                self.store.add_usage(
-                    {ident: (count, iso(stamp)) for ident, (count, stamp) in pending.items()}
-                )
+                self.store.add_usage({ident: (n, iso(last[ident])) for ident, n in counts.items()})
             except Exception as exc:
                 # a busy or unreachable database is expected under load: a line, no traceback
                 expected = isinstance(exc, ServiceError)
@@ -289,9 +287,8 @@ class UsageTracker:
                     "could not flush usage counts; will retry: %s", exc, exc_info=not expected
                 )
                 with mine.lock:
-                    for ident, (count, stamp) in pending.items():
-                        now_count, now_stamp = mine.pending.get(ident, (0, 0.0))
-                        mine.pending[ident] = (count + now_count, max(stamp, now_stamp))
+                    mine.counts.update(counts)
+                    mine.last = {**last, **mine.last}
 
     def exact(self, kind: str, ident: int) -> tuple[int, str | None]:
         """Stored plus pending request count, and the last use."""
@@ -299,7 +296,7 @@ class UsageTracker:
         with mine.flush_lock:
             stored = self.store.usage(kind, ident) or {"request_count": 0, "last_used": None}
             with mine.lock:
-                count, stamp = mine.pending.get((kind, ident), (0, 0.0))
+                count, stamp = mine.counts[kind, ident], mine.last.get((kind, ident))
         last = max(stored["last_used"] or "", iso(stamp) if stamp else "") or None
         return stored["request_count"] + count, last
 

@@ -1,9 +1,10 @@
 """The HTTP layer: what one app holds, ready once per process, and what every request passes.
 
-A request, top to bottom: `_wsgi` (method override, trusted proxy, unread chunked bodies),
-`start_request` (request id, framing, the caller authenticated once, CORS preflight),
-flask-limiter's own check (web/ratelimit.py), the view, `finish_request` (headers, one access
-line, metrics), `end_request` (the store's connection back to its pool).
+A request, top to bottom: `wsgi_middleware` (method override, trusted proxy, unread chunked
+bodies), a CORS preflight's answer (web/pages.py), `start_request` (request id, framing, the
+caller authenticated once), flask-limiter's own check (web/ratelimit.py), the view,
+`finish_request` (headers, one access line, metrics), `end_request` (the store's connection
+back to its pool).
 """
 
 import atexit
@@ -45,27 +46,24 @@ class Services:
         self.unlimited = UNCHARGED  # endpoints never rate limited
         self.explorer: str | None = None  # the explorer page, rendered once, on first use
         self.openapi: dict | None = None  # the OpenAPI document, built once, on first use
-        self.introspection: dict = {}  # kept introspection answers
         self._here: tuple | None = None  # (process id, usage tracker, token secret)
         self.take_logs = not logs.operator_configured()  # else the operator's handlers write
 
     def _process(self) -> tuple:
-        here = self._here
-        if here is None or here[0] != os.getpid():
-            pid = os.getpid()
+        pid = os.getpid()
+        if self._here is None or self._here[0] != pid:
             with _locks.setdefault(pid, threading.Lock()):
                 if self._here is None or self._here[0] != pid:
                     self._here = (pid, *self._prepare())
                     _prepared.add(self)
-            here = self._here
-        return here
+        return self._here
 
     def _prepare(self) -> tuple:
-        database = self.config["DATABASE"]
         try:
             self._store.upgrade_schema()
         except Exception as exc:  # any failure here is a configuration problem for the operator
-            raise ConfigError(f"cannot open database {redacted(database)!r}: {exc}") from None
+            shown = redacted(self.config["DATABASE"])
+            raise ConfigError(f"cannot open database {shown!r}: {exc}") from None
         try:
             secret = load_secret(self.config, self._store)
         except (OSError, ValueError) as exc:
@@ -152,43 +150,39 @@ def wsgi_middleware(app, config):
 
 def _trusted(address: str | None, networks: list) -> bool:
     try:
-        ip = ipaddress.ip_address(address or "")
+        return any(ipaddress.ip_address(address or "") in network for network in networks)
     except ValueError:
         return False
-    return any(ip in network for network in networks)
 
 
 def start_request():
     """The first hook: request id, logging, framing, the caller (authenticated once)."""
+    from .. import delivery  # not at import: serve sets up prometheus-client's metrics first
     from .caller import peek_caller
 
-    state, req = g._get_current_object(), request._get_current_object()
+    ext, state, req = services(), g._get_current_object(), request._get_current_object()
     state.started = time.perf_counter()
     given = req.headers.get("X-Request-ID")
     state.request_id = given if given and _REQUEST_ID.fullmatch(given) else uuid.uuid4().hex
     logs.request_id.set(state.request_id)
-    if services().take_logs:  # a WSGI server may set up logging after loading the app
+    if ext.take_logs:  # a WSGI server may set up logging after loading the app
         logs.take_over()
-    environ = req.environ
-    if "people_service.unframed" in environ:
+    if "people_service.unframed" in req.environ:
         raise LengthRequired("Send the body with a Content-Length (chunked bodies are not read).")
     if req.max_content_length is not None and (req.content_length or 0) > req.max_content_length:
         raise RequestEntityTooLarge()  # whether or not the view reads the body
     if isinstance(req.routing_exception, RequestRedirect):
         raise NotFound()  # a slash redirect would be built from the Host header
-    bad = environ.get("people_service.bad_override")
+    bad = req.environ.get("people_service.bad_override")
     if bad is not None:
         raise BadRequest(f"X-HTTP-Method-Override must be PUT, PATCH or DELETE, not '{bad}'.")
-    from .. import delivery  # not at import: serve sets up prometheus-client's metrics first
-
     # every serving process delivers webhooks; its worker starts once this process migrated
     # the schema (`store`), never racing the migration (a new file's WAL switch needs it alone)
-    services().store  # noqa: B018
-    delivery.ensure(services(), current_app.config)
-    if req.endpoint is not None and req.endpoint not in UNCHARGED:
-        caller = peek_caller()
-        if caller is not None:
-            services().usage.hit(caller)  # once per request, before /me reads it
+    ext.store  # noqa: B018
+    delivery.ensure(ext, current_app.config)
+    caller = peek_caller() if req.endpoint not in (None, *UNCHARGED) else None
+    if caller is not None:
+        ext.usage.hit(caller)  # once per request, before /me reads it
 
 
 # Endpoints that need neither a caller nor a rate limit (flask-limiter exempts them too)

@@ -18,6 +18,10 @@ def challenge(error: str | None = None) -> dict:
     return {"WWW-Authenticate": f'ApiKey {REALM}, header="X-API-Key", {bearer}'}
 
 
+def _refused(detail: str, error: str | None = None) -> Unauthorized:
+    return with_headers(Unauthorized(detail), challenge(error))
+
+
 def _resolve() -> Caller | None:
     ext, headers = services(), request.headers
     key = headers.get("X-API-Key")
@@ -25,9 +29,7 @@ def _resolve() -> Caller | None:
         caller = credentials.caller_from_key(ext.store, key.strip())
         if caller is None:
             hint = " Tokens go in 'Authorization: Bearer'." if key.count(".") == 2 else ""
-            raise with_headers(
-                Unauthorized(f"The API key is unknown or revoked.{hint}"), challenge()
-            )
+            raise _refused(f"The API key is unknown or revoked.{hint}")
         return caller
     header = headers.get("Authorization")
     if header is None:
@@ -35,40 +37,32 @@ def _resolve() -> Caller | None:
     scheme, _, token = header.strip().partition(" ")
     token = token.strip()
     if scheme.lower() != "bearer" or not token or " " in token:
-        raise with_headers(
-            Unauthorized("Send 'Authorization: Bearer <token>' or 'X-API-Key: <key>'."),
-            challenge("invalid_request"),
+        raise _refused(
+            "Send 'Authorization: Bearer <token>' or 'X-API-Key: <key>'.", "invalid_request"
         )
     caller = credentials.caller_from_token(ext.store, token, ext.token_secret)
     if caller is None:
         hint = " API keys go in X-API-Key." if token.startswith(credentials.KEY_PREFIX) else ""
-        raise with_headers(
-            Unauthorized(f"The token is invalid or expired.{hint}"), challenge("invalid_token")
-        )
+        raise _refused(f"The token is invalid or expired.{hint}", "invalid_token")
     return caller
 
 
 def current_caller() -> Caller | None:
     """The caller (resolved once per request), None without credentials; Unauthorized for
     wrong ones."""
-    state = g._get_current_object()
-    try:
-        caller = state.caller
-    except AttributeError:
+    if "caller" not in g:
         try:
-            caller = state.caller = _resolve()
+            g.caller = _resolve()
         except Unauthorized as error:
-            state.caller, state.caller_error = None, error
-            raise
-    if caller is None and "caller_error" in state:
-        raise state.caller_error
-    return caller
+            g.caller, g.caller_error = None, error
+    if g.caller is None and "caller_error" in g:
+        raise g.caller_error
+    return g.caller
 
 
 def peek_caller() -> Caller | None:
     """The caller, or None when credentials are missing or wrong or the store cannot say now
-    (the view's own authenticate() answers that); never raises: flask-limiter would take an
-    error in its key function for a storage failure and count in memory meanwhile."""
+    (the view's own authenticate() answers that)."""
     try:
         return current_caller()
     except (Unauthorized, ServiceError):
@@ -79,10 +73,7 @@ def authenticate() -> Caller:
     """The caller, or Unauthorized."""
     caller = current_caller()
     if caller is None:
-        raise with_headers(
-            Unauthorized("Send an API key in X-API-Key or a token in 'Authorization: Bearer'."),
-            challenge(),
-        )
+        raise _refused("Send an API key in X-API-Key or a token in 'Authorization: Bearer'.")
     return caller
 
 
@@ -101,7 +92,6 @@ def required(view):
         check_scope(authenticate(), "read" if request.method in ("GET", "HEAD") else "write")
         return view(*args, **kwargs)
 
-    wrapper.requires_auth = True
     return wrapper
 
 

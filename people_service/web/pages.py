@@ -126,7 +126,7 @@ def answer_preflight():
     headers = request.headers
     preflight = "Origin" in headers and "Access-Control-Request-Method" in headers
     if request.method == "OPTIONS" and request.url_rule is not None and preflight:
-        return current_app.make_default_options_response()  # 204 (lifecycle.App)
+        return current_app.make_default_options_response()  # 204 (finish_request)
 
 
 def vary_on_origin(response):

@@ -69,31 +69,25 @@ def with_headers(error: ServiceError, headers: dict) -> ServiceError:
 def bounded_errors(errors: dict, limit: int = MAX_FIELD_ERRORS) -> tuple[dict, int]:
     """The first `limit` messages of nested field errors, shaped as before, and how many are left
     (unknown fields last, so that a body stuffed with them cannot hide the message that matters)."""
-    kept = omitted = 0
+    room = limit
 
     def walk(node):
-        nonlocal kept, omitted
+        nonlocal room
         if isinstance(node, dict):
             out = {}
             for key, value in sorted(node.items(), key=lambda item: item[1] == UNKNOWN_FIELD):
                 if isinstance(key, str) and len(key) > MAX_NAME:
                     key = key[: MAX_NAME - 1] + "…"
-                part = walk(value)
-                if part and key not in out:
+                if key not in out and (part := walk(value)):  # two long names cut alike: one
                     out[key] = part
-                elif part:  # two long names cut to the same text: count the second as left out
-                    omitted += _count(part)
-                    kept -= _count(part)
             return out
         if isinstance(node, list):
             return [part for part in map(walk, node) if part]
-        if kept < limit:
-            kept += 1
-            return node
-        omitted += 1
-        return None
+        room -= 1
+        return node if room >= 0 else None
 
-    return walk(errors), omitted
+    bounded = walk(errors)
+    return bounded, _count(errors) - _count(bounded)
 
 
 def _count(node) -> int:
@@ -122,9 +116,9 @@ def _parts(error: Exception) -> tuple[int, str, dict | None, dict, int]:
         status, detail, errors, headers = 500, ServiceError.default_detail, None, {}
     errors, omitted = bounded_errors(errors)
     if omitted:
-        total = omitted + _count(errors)
+        kept = _count(errors)
         detail = (
-            f"The request breaks {total} rules; errors has the first {_count(errors)} "
+            f"The request breaks {kept + omitted} rules; errors has the first {kept} "
             f"and errors_omitted counts the rest."
         )
     elif len(detail) > MAX_DETAIL:
@@ -149,8 +143,3 @@ def problem_response(error: Exception) -> Response:
     if omitted:
         body["errors_omitted"] = omitted
     return Response(dump_json(body), status, headers, content_type="application/problem+json")
-
-
-def init_app(app) -> None:
-    """Make every error of the app answer problem+json."""
-    app.register_error_handler(Exception, problem_response)

@@ -4,24 +4,19 @@ price from its `rate_limit_cost`, and the login's limits per address and per use
 import functools
 import hashlib
 
-from flask import current_app, g, request
+from flask import current_app, request
 from flask_limiter import Limit, Limiter
 from limits import parse_many
 
 from ..config import ConfigError
 from ..store import redacted
 from ..store.counters import default_uri  # also registers the sqlite:// scheme with limits
-from . import UNCHARGED, services
+from . import UNCHARGED
 from .caller import peek_caller
 from .jsonio import json_body
 
-STRATEGY = "sliding-window-counter"  # a refused hit is charged nothing
 SCOPE = "global"  # one budget across endpoints
 HANDSHAKE_MAX_BODY = 16 * 1024  # a login's body: a username and a password, escaped
-
-
-def client_address() -> str:
-    return request.remote_addr or "unknown"
 
 
 def storage_uri(config) -> str:
@@ -30,9 +25,9 @@ def storage_uri(config) -> str:
     return configured if configured not in ("", "sqlite://") else default_uri(config["DATABASE"])
 
 
-def caller_limit(caller=None) -> str:
+def caller_limit() -> str:
     """The caller's own limit, else the default; read on every request so changes apply."""
-    config = current_app.config
+    caller, config = peek_caller(), current_app.config
     if caller is None:
         return config["ANONYMOUS_RATE_LIMIT"]
     return caller.rate_limit or config["RATE_LIMIT"]
@@ -40,7 +35,7 @@ def caller_limit(caller=None) -> str:
 
 def budget() -> tuple[int, str]:
     """The most one request of this caller can cost (its smallest window), and its limit."""
-    limit = caller_limit(peek_caller())
+    limit = caller_limit()
     return min(item.amount for item in parse_many(limit)), limit
 
 
@@ -49,14 +44,13 @@ def _windows(limit: str) -> int:
     return len(parse_many(limit))
 
 
-def _caller_limit(several: bool):
-    """The caller's limit if it has several windows (`several`) or one; else none."""
-    return lambda: limit if (_windows(limit := caller_limit(peek_caller())) > 1) == several else ""
+def client_address_key() -> str:
+    return "addr:" + (request.remote_addr or "unknown")
 
 
 def caller_key() -> str:  # never empty: an empty key would be unlimited
     caller = peek_caller()
-    return caller.key if caller else "addr:" + client_address()
+    return caller.key if caller else client_address_key()
 
 
 def login_key() -> str:
@@ -69,47 +63,24 @@ def login_key() -> str:
             username = data.get("username") if hasattr(data, "get") else None
     except Exception:
         pass  # the view answers the bad body; the address is still charged
-    identity = f"{client_address()}\0{str(username or '')[:200]}"
+    identity = f"{client_address_key()}\0{str(username or '')[:200]}"
     return "login:" + hashlib.sha256(identity.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
+def _price():
+    """The view's `rate_limit_cost` if it has one and a caller is known (else a request is 1)."""
+    view = current_app.view_functions.get(request.endpoint)
+    return getattr(view, "rate_limit_cost", None) if peek_caller() else None
+
+
 def request_cost() -> int:
-    """The cost of this request: its view's `rate_limit_cost()` for a caller, else 1. An error
-    it raises is kept and raised by the view (`priced`), and the request costs 1."""
-    state = g._get_current_object()
-    if "cost" not in state:
-        state.cost, state.cost_error = 1, None
-        price = getattr(current_app.view_functions.get(request.endpoint), "rate_limit_cost", None)
-        if price is not None and peek_caller() is not None:
-            try:
-                state.cost = max(1, price() or 1)
-            except Exception as error:
-                state.cost_error = error
-    return state.cost
-
-
-def priced(view):
-    """`view`, which first raises what its `rate_limit_cost` raised."""
-
-    @functools.wraps(view)
-    def wrapper(*args, **kwargs):
-        request_cost()
-        if g.cost_error is not None:
-            raise g.cost_error
-        return view(*args, **kwargs)
-
-    return wrapper
-
-
-def refusal_detail() -> str:
-    breached = services().limiter.current_limit
-    price = getattr(current_app.view_functions.get(request.endpoint), "rate_limit_cost", None)
-    if price is None or peek_caller() is None:
-        return f"Rate limit exceeded ({breached.limit})."
-    return (
-        f"This query costs {request_cost()}, and the rate limit ({breached.limit}) has "
-        f"{breached.remaining} left; retry after the Retry-After seconds, or ask for less."
-    )
+    """The cost of this request, at least 1. What the price raises, the view raises again to
+    its client: raised here, flask-limiter would take it for a storage failure."""
+    price = _price()
+    try:
+        return max(1, price() or 1) if price else 1
+    except Exception:
+        return 1
 
 
 def init_app(app, logins) -> Limiter:
@@ -117,9 +88,19 @@ def init_app(app, logins) -> Limiter:
     to its address (with anonymous requests) and to its address and username."""
     config = app.config
 
+    def refusal_detail() -> str:
+        breached = limiter.current_limit
+        if _price() is None:
+            return f"Rate limit exceeded ({breached.limit})."
+        return (
+            f"This query costs {request_cost()}, and the rate limit ({breached.limit}) has "
+            f"{breached.remaining} left; retry after the Retry-After seconds, or ask for less."
+        )
+
     def caller_limits(several: bool) -> Limit:
         return Limit(
-            _caller_limit(several),
+            # the caller's limit in one of the two, by whether it has several windows
+            lambda: limit if (_windows(limit := caller_limit()) > 1) == several else "",
             key_function=caller_key,
             scope=SCOPE,
             shared=True,
@@ -135,7 +116,7 @@ def init_app(app, logins) -> Limiter:
             caller_key,
             default_limits=[caller_limits(False), caller_limits(True)],
             storage_uri=storage_uri(config),
-            strategy=STRATEGY,
+            strategy="sliding-window-counter",  # a refused hit is charged nothing
             headers_enabled=True,
             key_prefix=config["RATE_LIMIT_PREFIX"],
             in_memory_fallback_enabled=True,  # the storage down: count per process meanwhile
@@ -156,11 +137,4 @@ def init_app(app, logins) -> Limiter:
         scope="login",
         error_message=lambda: f"Too many logins ({limiter.current_limit.limit}).",
     )(logins)
-    for endpoint, view in list(app.view_functions.items()):
-        if hasattr(view, "rate_limit_cost"):
-            app.view_functions[endpoint] = priced(view)
     return limiter
-
-
-def client_address_key() -> str:
-    return "addr:" + client_address()
