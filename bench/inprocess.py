@@ -114,7 +114,10 @@ def main() -> None:
         once()
     profile.disable()
     if os.environ.get("PROFILE_DETAIL"):
-        pstats.Stats(profile).sort_stats("tottime").print_stats(os.environ["PROFILE_DETAIL"], 40)
+        stats = pstats.Stats(profile).sort_stats("tottime")
+        stats.print_stats(os.environ["PROFILE_DETAIL"], 40)
+        if os.environ.get("PROFILE_CALLERS"):
+            stats.print_callers(os.environ["PROFILE_CALLERS"])
     by: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
     for (filename, _line, _name), (_cc, nc, tt, _ct, _callers) in pstats.Stats(
         profile
