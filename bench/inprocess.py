@@ -114,7 +114,7 @@ def main() -> None:
         once()
     profile.disable()
     if os.environ.get("PROFILE_DETAIL"):
-        stats = pstats.Stats(profile).sort_stats("tottime")
+        stats = pstats.Stats(profile).sort_stats(os.environ.get("PROFILE_SORT", "tottime"))
         stats.print_stats(os.environ["PROFILE_DETAIL"], 40)
         if os.environ.get("PROFILE_CALLERS"):
             stats.print_callers(os.environ["PROFILE_CALLERS"])
