@@ -6,7 +6,6 @@ import contextvars
 import logging
 import logging.handlers
 import os
-import queue
 import re
 import string
 import threading
@@ -104,20 +103,14 @@ class Batches:
         else:
             self.items.append(record)
 
-    def get(self, block: bool = True):
-        while True:
-            try:
-                return self.items.popleft()
-            except IndexError:
-                if self.dropped:  # said once what waited is written: in the order it happened
-                    count, self.dropped = self.dropped, 0
-                    msg = f"{count} log lines were dropped: stderr did not keep up"
-                    return logging.LogRecord(
-                        "people_service", logging.WARNING, "", 0, msg, None, None
-                    )
-                if not block:
-                    raise queue.Empty from None
-                time.sleep(POLL)
+    def get(self, block: bool = True):  # QueueListener, the one reader, always blocks
+        while not self.items:
+            if self.dropped:  # said once what waited is written: in the order it happened
+                count, self.dropped = self.dropped, 0
+                msg = f"{count} log lines were dropped: stderr did not keep up"
+                return logging.LogRecord("people_service", logging.WARNING, "", 0, msg, (), None)
+            time.sleep(POLL)
+        return self.items.popleft()
 
 
 _handler: logging.handlers.QueueHandler | None = None

@@ -3,6 +3,7 @@
 import atexit
 import contextlib
 import errno
+import functools
 import logging
 import os
 import resource
@@ -46,14 +47,9 @@ def listen(host: str, port: int, count: int) -> list[socket.socket]:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         probe.bind(address)
         address = probe.getsockname()  # port 0: the port the system chose
+    share = functools.partial(socket.create_server, family=family, reuse_port=count > 1)
     with contextlib.ExitStack() as opened:  # all closed if one fails
-        sockets = [opened.enter_context(socket.socket(family, kind, proto)) for _ in range(count)]
-        for sock in sockets:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            if count > 1:
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-            sock.bind(address)
-            sock.listen(1024)
+        sockets = [opened.enter_context(share(address, backlog=1024)) for _ in range(count)]
         opened.pop_all()
     return sockets
 
