@@ -418,12 +418,11 @@ def number(name: str, default: int, help: str, high: int | None = None):
     help="On an empty database, load the demo data and print a demo key "
     "(always so for the default database).",
 )
-def serve(demo, **options):
+def serve(**options):
     """Serve the API."""
     from . import server  # the web stack: only this command needs it
 
-    default = settings()["DATABASE"] == config.DEFAULTS["DATABASE"]
-    return server.run(overrides(), demo=demo or default, **options)
+    return server.run(overrides(), **options)
 
 
 cli_webhooks.add_to(cli, opened=opened, settings=settings, table=table)

@@ -114,7 +114,6 @@ class Batches:
 
 
 _handler: logging.handlers.QueueHandler | None = None
-_listener: logging.handlers.QueueListener | None = None
 _lock = threading.Lock()
 
 
@@ -137,7 +136,7 @@ def take_over() -> None:
         output = logging.StreamHandler()  # sys.stderr
         _handler = handler
         _start(output)
-        atexit.register(lambda: _listener.stop())  # what is queued is written
+        atexit.register(lambda: _handler.listener.stop())  # what is queued is written
         # a forked worker (gunicorn) has no writer thread, and must not write the parent's lines
         os.register_at_fork(after_in_child=lambda: _start(output))
         package.addHandler(handler)
@@ -147,7 +146,6 @@ def take_over() -> None:
 
 
 def _start(output: logging.Handler) -> None:
-    global _listener
     _handler.queue = Batches()
-    _listener = logging.handlers.QueueListener(_handler.queue, output)
-    _listener.start()
+    _handler.listener = logging.handlers.QueueListener(_handler.queue, output)
+    _handler.listener.start()

@@ -19,7 +19,7 @@ import time
 from waitress import create_server
 
 from . import create_app, credentials, events, transfer
-from .config import ConfigError, load
+from .config import DEFAULTS, ConfigError, load
 from .errors import Conflict
 from .store import redacted
 from .web import services
@@ -80,7 +80,9 @@ def bootstrap(store, demo: bool, database: str | None = None) -> str:
 
 def run(overrides: dict, host: str, port: int, workers: int, *, demo: bool, **options) -> int:
     """Serve on host:port (a worker process each, if several) until SIGTERM or SIGINT."""
-    storage = load(overrides)["RATE_LIMIT_STORAGE"]
+    settings = load(overrides)
+    demo = demo or settings["DATABASE"] == DEFAULTS["DATABASE"]  # the quick start's
+    storage = settings["RATE_LIMIT_STORAGE"]
     if not storage:
         # one process counts in memory; several share the counters file, so limits stay exact
         overrides["RATE_LIMIT_STORAGE"] = "sqlite://" if workers > 1 else "memory://"
