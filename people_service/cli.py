@@ -404,7 +404,7 @@ def number(name: str, default: int, help: str, high: int | None = None):
 @number("--port", 8080, "TCP port.", high=65535)
 @number("--threads", 8, "Threads per process that answer requests.")
 @number("--workers", 1, "Processes; with several, rate limits are shared among them.")
-@number("--connection-limit", 250, "Open connections at most, per process (see docs/).")
+@number("--connection-limit", 250, "Most open connections per process (see docs/deployment.md).")
 @number("--channel-timeout", 15, "Seconds a connection may stay silent (idle or mid-request).")
 @click.option(
     "--url-prefix",

@@ -24,9 +24,8 @@ def add_to(cli: click.Group, *, opened, settings, table) -> None:
     @click.option("--description", help="What the webhook is for.")
     def webhooks_create(url, events, description):
         """Create a webhook for URL; its secret is printed once, alone on the last line."""
-        data = {"url": url, "events": events.split(",") if events is not None else None}
-        if description is not None:
-            data["description"] = description
+        events = events.split(",") if events is not None else None
+        data = {"url": url, "events": events, "description": description}
         webhook = webhooks.create_webhook(opened(), data, settings())
         click.echo(
             f"created webhook {webhook['id']} for {webhook['url']}; its secret (shown once):"
@@ -50,7 +49,7 @@ def add_to(cli: click.Group, *, opened, settings, table) -> None:
 
     @webhooks_group.command("delete")
     @click.argument("id", type=click.IntRange(1, 2**63 - 1))
-    def webhooks_delete(id):  # noqa: A002 (the argument's name in --help)
+    def webhooks_delete(id):  # the argument's name in --help
         """Delete the webhook ID and its deliveries."""
         webhooks.delete_webhook(opened(), id)
         click.echo(f"deleted webhook {id}")
