@@ -32,19 +32,10 @@ def create_app(config: dict | None = None) -> "Flask":
     # Flask and Ariadne are imported here, not with the package: the CLI starts without them
     from flask import Flask
 
+    from . import web
     from .graphql import view as graphql
     from .rest import events, openapi, ops, people, webhooks
-    from .web import (
-        Services,
-        end_request,
-        finish_request,
-        metrics,
-        pages,
-        problems,
-        ratelimit,
-        start_request,
-        wsgi_middleware,
-    )
+    from .web import metrics, pages, problems, ratelimit
 
     options = settings.load(config)
     logging.getLogger("people_service").setLevel(str(options["LOG_LEVEL"]).upper())
@@ -58,29 +49,20 @@ def create_app(config: dict | None = None) -> "Flask":
         raise ConfigError(
             f"cannot open database {redacted(options['DATABASE'])!r}: {exc}"
         ) from None
-    services = app.extensions["people_service"] = Services(options, store)
+    services = app.extensions["people_service"] = web.Services(options, store)
     app.url_map.converters["id"] = openapi.IdConverter
     # /person//2 is an unknown path (404), not a 308 to a URL built from the Host header
     app.url_map.merge_slashes = False
     app.url_map.redirect_defaults = False
     app.register_error_handler(Exception, problems.problem_response)
-    blueprints = [
-        people.bp,
-        events.bp,
-        ops.bp,
-        ops.tokens,
-        graphql.bp,
-        ops.front,
-        pages.bp,
-        webhooks.bp,
-    ]
-    for bp in blueprints + ([metrics.bp] if options["METRICS"] else []):
+    blueprints = [people.bp, events.bp, ops.bp, ops.tokens, graphql.bp, ops.front, pages.bp]
+    for bp in [*blueprints, webhooks.bp] + ([metrics.bp] if options["METRICS"] else []):
         app.register_blueprint(bp)
     pages.init_cors(app)  # CORS_ORIGINS: preflights answered before anyone is charged
-    app.before_request(start_request)
+    app.before_request(web.start_request)
     services.limiter = ratelimit.init_app(app, logins=ops.tokens)
     app.before_request(openapi.check_query)  # charged as before; 401 and 403 before its 400
-    app.after_request(finish_request)
-    app.teardown_request(end_request)
-    app.wsgi_app = wsgi_middleware(app.wsgi_app, options)
+    app.after_request(web.finish_request)
+    app.teardown_request(web.end_request)
+    app.wsgi_app = web.wsgi_middleware(app.wsgi_app, options)
     return app

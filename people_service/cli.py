@@ -1,6 +1,5 @@
 """The `people-service` command (click): serve, init-db, keys, users, import, export, migrate."""
 
-import errno
 import json
 import os
 import shlex
@@ -16,20 +15,36 @@ from .errors import BadRequest, ServiceError
 from .store import Store, is_url, open_store
 
 Fail = click.ClickException  # a problem told on one line of stderr (exit status 1)
-DATABASE_HELP = (
-    "SQLite file or postgresql:// URL (default: PEOPLE_SERVICE_DATABASE, else data/people.db "
-    "in the working directory)."
+
+
+def given_database(ctx, param, value):  # --db before the subcommand, or after it (that wins)
+    if value is not None:
+        ctx.meta["database"] = value  # one dict shared by the group's and the command's context
+
+
+database_option = click.option(
+    "--db",
+    metavar="PATH",
+    expose_value=False,
+    callback=given_database,
+    help="SQLite file or postgresql:// URL (default: PEOPLE_SERVICE_DATABASE, else "
+    "data/people.db in the working directory).",
 )
 
 
-def settings(database: str | None) -> dict:
+def overrides() -> dict:
+    database = click.get_current_context().meta.get("database")
+    return {"DATABASE": database} if database else {}
+
+
+def settings() -> dict:
     """The effective settings, with --db over PEOPLE_SERVICE_DATABASE."""
-    return config.load({"DATABASE": database} if database else None)
+    return config.load(overrides())
 
 
-def opened(database: str | None, *, create: bool = True) -> Store:
+def opened(database: str | None = None, *, create: bool = True) -> Store:
     """The store of --db, its schema up to date; create=False: a missing file is an error."""
-    path = settings(database)["DATABASE"]
+    path = database or settings()["DATABASE"]
     if not create and not is_url(path) and not os.path.exists(path):
         raise Fail(missing(path))
     prepare_directory(path)  # a no-op for a database that exists
@@ -70,8 +85,8 @@ def reason(exc: BaseException) -> str:
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="people-service", prog_name="people-service")
-@click.option("--db", "database", metavar="PATH", help=DATABASE_HELP + " For every subcommand.")
-def cli(database):
+@database_option
+def cli():
     """People, friendships and messages over REST and GraphQL."""
     # the serving process sets up logging, not the app; here, not before --version or --help
     if not logs.operator_configured():
@@ -197,8 +212,8 @@ def store_command(group, name: str, done: str):
     def decorate(view):
         @group.command(name, help=view.__doc__)
         @click.argument(argument)
-        def command(database, **params):
-            shown = view(opened(database), params[argument])
+        def command(**params):
+            shown = view(opened(), params[argument])
             click.echo(done.format(params[argument]))
             if shown:
                 click.echo(shown)
@@ -223,7 +238,7 @@ def keys():
     help="The same as NAME, for scripts that name it.",
 )
 @grant_options("key")
-def keys_create(database, name, name_option, scopes, rate_limit):
+def keys_create(name, name_option, scopes, rate_limit):
     """Create the key NAME (a unique name: letters, digits, . _ @ -); it is printed once, alone
     on the last line (only its hash is kept)."""
     if name and name_option and name != name_option:
@@ -231,18 +246,18 @@ def keys_create(database, name, name_option, scopes, rate_limit):
     name = name or name_option
     if not name:
         raise click.UsageError("Missing argument 'NAME'.")
-    key = credentials.create_key(opened(database), name, scopes, rate_limit)
+    key = credentials.create_key(opened(), name, scopes, rate_limit)
     click.echo(f"created API key '{name}' ({scopes}); shown once, only its hash is kept:")
     click.echo(key)
 
 
 @keys.command("list")
-def keys_list(database):
+def keys_list():
     """List keys with scopes, limits and usage (at most USAGE_FLUSH_SECONDS behind)."""
-    default = settings(database)["RATE_LIMIT"]
+    default = settings()["RATE_LIMIT"]
     rows = [
         (key["name"], key["prefix"] + "…", *grant_cells(key, default), key["revoked_at"] or "-")
-        for key in opened(database, create=False).list_keys()
+        for key in opened(create=False).list_keys()
     ]
     table(("name", "prefix", *GRANT_COLUMNS, "revoked"), rows)
 
@@ -274,21 +289,21 @@ def users():
 @click.argument("username", callback=checked("user", "username"))
 @grant_options("user")
 @password_stdin
-def users_create(database, username, scopes, rate_limit, password_stdin):
+def users_create(username, scopes, rate_limit, password_stdin):
     """Create the user USERNAME (the password: 15 characters or more, not a common one)."""
-    store, method = opened(database), settings(database)["PASSWORD_HASH_METHOD"]
+    store, method = opened(), settings()["PASSWORD_HASH_METHOD"]
     password = read_password(password_stdin, username)
     credentials.create_user(store, username, password, scopes, rate_limit, method)
     click.echo(f"created user '{username}' with scopes {scopes}")
 
 
 @users.command("list")
-def users_list(database):
+def users_list():
     """List users with scopes, limits, usage and whether they are disabled."""
-    default = settings(database)["RATE_LIMIT"]
+    default = settings()["RATE_LIMIT"]
     rows = [
         (user["username"], *grant_cells(user, default), user["disabled_at"] or "-")
-        for user in opened(database, create=False).list_users()
+        for user in opened(create=False).list_users()
     ]
     table(("username", *GRANT_COLUMNS, "disabled"), rows)
 
@@ -296,9 +311,9 @@ def users_list(database):
 @users.command("passwd")
 @click.argument("username")
 @password_stdin
-def users_passwd(database, username, password_stdin):
+def users_passwd(username, password_stdin):
     """Set a new password for USERNAME; tokens issued before it stop working at once."""
-    store, method = opened(database), settings(database)["PASSWORD_HASH_METHOD"]
+    store, method = opened(), settings()["PASSWORD_HASH_METHOD"]
     password = read_password(password_stdin, username)
     credentials.change_password(store, username, password, method)
     click.echo(f"changed the password of '{username}'; its older tokens are refused")
@@ -324,10 +339,10 @@ def users_delete(store, username):
 
 @cli.command("init-db")
 @click.option("--demo", is_flag=True, help="Also load the demo data (skipped if people exist).")
-def init_db(database, demo):
+def init_db(demo):
     """Create or upgrade the schema (idempotent)."""
-    store = opened(database)
-    message = f"database {settings(database)['DATABASE']} is ready"
+    store = opened()
+    message = f"database {settings()['DATABASE']} is ready"
     if demo:
         if existing := store.count_people():
             message += f"; it holds {existing} people already, so the demo was not loaded"
@@ -339,21 +354,21 @@ def init_db(database, demo):
 
 @cli.command("import")
 @click.argument("file", type=click.Path(dir_okay=False))
-def import_file(database, file):
+def import_file(file):
     """Load people from FILE (the demo file's format), all or nothing."""
     try:
         document = json.loads(Path(file).read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError) as exc:
         raise Fail(f"cannot read {file}: {reason(exc)}") from None
-    people, friendships = transfer.import_people(opened(database), document)
+    people, friendships = transfer.import_people(opened(), document)
     click.echo(f"imported {people} people, {friendships} friendships", err=True)
 
 
 @cli.command("export")
 @click.argument("file", required=False, type=click.Path(dir_okay=False))
-def export_file(database, file):
+def export_file(file):
     """Write every person as JSON to FILE (default: stdout), in the import format."""
-    document, friendships = transfer.export_people(opened(database, create=False))
+    document, friendships = transfer.export_people(opened(create=False))
     text = json.dumps(document, ensure_ascii=False, indent=2) + "\n"
     if not file:
         click.echo(text, nl=False)
@@ -367,11 +382,11 @@ def export_file(database, file):
 
 @cli.command()
 @click.option("--to", "target", required=True, help="postgresql://user@host:port/database")
-def migrate(database, target):
+def migrate(target):
     """Copy the whole database into an empty PostgreSQL database, counts checked."""
     if not is_url(target):
         raise click.BadParameter("must be a postgresql:// URL", param_hint="'--to'")
-    source, destination = opened(database, create=False), opened(target)
+    source, destination = opened(create=False), opened(target)
     counts = transfer.copy_database(source, destination)
     destination.close()
     summary = ", ".join(f"{count} {table.replace('_', ' ')}" for table, count in counts.items())
@@ -389,12 +404,7 @@ def number(name: str, default: int, help: str, high: int | None = None):
 @number("--port", 8080, "TCP port.", high=65535)
 @number("--threads", 8, "Threads per process that answer requests.")
 @number("--workers", 1, "Processes; with several, rate limits are shared among them.")
-@number(
-    "--connection-limit",
-    250,
-    "Open connections at most, per process (with 8 threads, up to 288 are watched with "
-    "select(); more need poll(), which costs more per request).",
-)
+@number("--connection-limit", 250, "Most open connections per process (see docs/deployment.md).")
 @number("--channel-timeout", 15, "Seconds a connection may stay silent (idle or mid-request).")
 @click.option(
     "--url-prefix",
@@ -408,40 +418,26 @@ def number(name: str, default: int, help: str, high: int | None = None):
     help="On an empty database, load the demo data and print a demo key "
     "(always so for the default database).",
 )
-def serve(database, host, port, workers, demo, **waitress):
+def serve(**options):
     """Serve the API."""
     from . import server  # the web stack: only this command needs it
 
-    overrides = {"DATABASE": database} if database else {}
-    options = settings(database)
-    storage = options["RATE_LIMIT_STORAGE"]
-    if not storage:
-        # one process counts in memory; several share the counters file, so limits stay exact
-        overrides["RATE_LIMIT_STORAGE"] = "sqlite://" if workers > 1 else "memory://"
-    elif workers > 1 and storage.startswith("memory://"):
-        click.echo(
-            "people-service: warning: RATE_LIMIT_STORAGE is memory://, so each of the "
-            f"{workers} workers counts alone and a limit allows {workers} times as much",
-            err=True,
-        )
-    try:
-        sockets = server.listen(host, port, workers)
-    except OSError as exc:
-        why = exc.strerror or str(exc)
-        why = why[:1].lower() + why[1:]
-        if exc.errno == errno.EADDRINUSE:
-            why += " (another server? choose another with --port)"
-        shown = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-        raise Fail(f"cannot listen on {shown}: {why}") from None
-    return server.run(
-        overrides,
-        sockets,
-        demo=demo or options["DATABASE"] == config.DEFAULTS["DATABASE"],
-        **waitress,  # threads, connection_limit, channel_timeout, url_prefix
-    )
+    return server.run(overrides(), **options)
 
 
-cli_webhooks.add_to(cli, opened=opened, settings=settings, table=table, database_help=DATABASE_HELP)
+cli_webhooks.add_to(cli, opened=opened, settings=settings, table=table)
+
+
+def add_database_option(group: click.Group) -> None:
+    """--db on every subcommand too, as on the group."""
+    for command in group.commands.values():
+        if isinstance(command, click.Group):
+            add_database_option(command)
+        else:
+            database_option(command)  # click's decorators add a parameter to a Command given
+
+
+add_database_option(cli)
 
 if __name__ == "__main__":  # python -m people_service.cli
     raise SystemExit(main())

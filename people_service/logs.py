@@ -6,7 +6,6 @@ import contextvars
 import logging
 import logging.handlers
 import os
-import queue
 import re
 import string
 import threading
@@ -71,13 +70,14 @@ def escape(text: str) -> str:
 
 
 class OneLineFormatter(logging.Formatter):
-    """The message escaped, a traceback indented below it; access lines are the message alone."""
+    """The message escaped, a traceback indented below it; access lines are the message alone.
+    QueueHandler formats in the thread that logs, so the record gets its request id."""
 
     def __init__(self):
-        fmt = "%(levelname)s %(name)s [%(request_id)s]: %(message)s"
-        super().__init__(fmt, defaults={"request_id": "-"})
+        super().__init__("%(levelname)s %(name)s [%(request_id)s]: %(message)s")
 
     def format(self, record: logging.LogRecord) -> str:
+        record.request_id = request_id.get()
         record.message = escape(record.getMessage())
         text = record.message if record.name == ACCESS else self.formatMessage(record)
         if record.exc_info and not record.exc_text:
@@ -103,30 +103,17 @@ class Batches:
         else:
             self.items.append(record)
 
-    def get(self, block: bool = True):
-        while True:
-            try:
-                return self.items.popleft()
-            except IndexError:
-                if self.dropped:  # said once what waited is written: in the order it happened
-                    count, self.dropped = self.dropped, 0
-                    msg = f"{count} log lines were dropped: stderr did not keep up"
-                    return logging.LogRecord(
-                        "people_service", logging.WARNING, "", 0, msg, None, None
-                    )
-                if not block:
-                    raise queue.Empty from None
-                time.sleep(POLL)
-
-
-def stamp_request_id(record: logging.LogRecord) -> bool:
-    """A log filter: the request id on every record, so an error line leads to its access line."""
-    record.request_id = request_id.get()
-    return True
+    def get(self, block: bool = True):  # QueueListener, the one reader, always blocks
+        while not self.items:
+            if self.dropped:  # said once what waited is written: in the order it happened
+                count, self.dropped = self.dropped, 0
+                msg = f"{count} log lines were dropped: stderr did not keep up"
+                return logging.LogRecord("people_service", logging.WARNING, "", 0, msg, (), None)
+            time.sleep(POLL)
+        return self.items.popleft()
 
 
 _handler: logging.handlers.QueueHandler | None = None
-_listener: logging.handlers.QueueListener | None = None
 _lock = threading.Lock()
 
 
@@ -146,11 +133,10 @@ def take_over() -> None:
             return
         handler = logging.handlers.QueueHandler(Batches())
         handler.setFormatter(OneLineFormatter())
-        handler.addFilter(stamp_request_id)
         output = logging.StreamHandler()  # sys.stderr
         _handler = handler
         _start(output)
-        atexit.register(_stop)
+        atexit.register(lambda: _handler.listener.stop())  # what is queued is written
         # a forked worker (gunicorn) has no writer thread, and must not write the parent's lines
         os.register_at_fork(after_in_child=lambda: _start(output))
         package.addHandler(handler)
@@ -160,11 +146,6 @@ def take_over() -> None:
 
 
 def _start(output: logging.Handler) -> None:
-    global _listener
     _handler.queue = Batches()
-    _listener = logging.handlers.QueueListener(_handler.queue, output)
-    _listener.start()
-
-
-def _stop() -> None:  # what is queued is written
-    _listener.stop()
+    _handler.listener = logging.handlers.QueueListener(_handler.queue, output)
+    _handler.listener.start()

@@ -2,7 +2,8 @@
 
 import atexit
 import contextlib
-import glob
+import errno
+import functools
 import logging
 import os
 import resource
@@ -18,7 +19,7 @@ import time
 from waitress import create_server
 
 from . import create_app, credentials, events, transfer
-from .config import ConfigError
+from .config import DEFAULTS, ConfigError, load
 from .errors import Conflict
 from .store import redacted
 from .web import services
@@ -46,14 +47,9 @@ def listen(host: str, port: int, count: int) -> list[socket.socket]:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         probe.bind(address)
         address = probe.getsockname()  # port 0: the port the system chose
+    share = functools.partial(socket.create_server, family=family, reuse_port=count > 1)
     with contextlib.ExitStack() as opened:  # all closed if one fails
-        sockets = [opened.enter_context(socket.socket(family, kind, proto)) for _ in range(count)]
-        for sock in sockets:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            if count > 1:
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-            sock.bind(address)
-            sock.listen(1024)
+        sockets = [opened.enter_context(share(address, backlog=1024)) for _ in range(count)]
         opened.pop_all()
     return sockets
 
@@ -82,24 +78,40 @@ def bootstrap(store, demo: bool, database: str | None = None) -> str:
     return ""
 
 
-def run(overrides: dict, sockets: list[socket.socket], *, demo: bool, **options) -> int:
-    """Serve on `sockets` (a worker process each, if several) until SIGTERM or SIGINT."""
+def run(overrides: dict, host: str, port: int, workers: int, *, demo: bool, **options) -> int:
+    """Serve on host:port (a worker process each, if several) until SIGTERM or SIGINT."""
+    settings = load(overrides)
+    demo = demo or settings["DATABASE"] == DEFAULTS["DATABASE"]  # the quick start's
+    storage = settings["RATE_LIMIT_STORAGE"]
+    if not storage:
+        # one process counts in memory; several share the counters file, so limits stay exact
+        overrides["RATE_LIMIT_STORAGE"] = "sqlite://" if workers > 1 else "memory://"
+    elif workers > 1 and storage.startswith("memory://"):
+        log.warning("RATE_LIMIT_STORAGE is memory://: each of the %d workers counts alone", workers)
+    shown = f"[{host}]" if ":" in host else host
+    try:
+        sockets = listen(host, port, workers)
+    except OSError as exc:  # one line for the command (status 1)
+        why = exc.strerror or str(exc)
+        why = why[:1].lower() + why[1:]
+        if exc.errno == errno.EADDRINUSE:
+            why += " (another server? choose another with --port)"
+        raise OSError(exc.errno, f"cannot listen on {shown}:{port}: {why}") from None
     _on_stop(_stop)  # a signal during start-up stops it cleanly too
     options["use_select"] = allow_connections(options["connection_limit"], options["threads"])
-    if len(sockets) > 1 and not os.environ.get(METRICS_DIR):
+    if workers > 1:
         share_metrics()  # before create_app imports prometheus_client, which reads it then
     app = create_app(overrides)
     hint = bootstrap(services(app).store, demo, database=overrides.get("DATABASE"))
-    host, port = sockets[0].getsockname()[:2]
-    shown = f"[{host}]" if ":" in host else host
+    port = sockets[0].getsockname()[1]
     prefix = (options.get("url_prefix") or "").strip("/")
     options["url_prefix"] = prefix = f"/{prefix}" if prefix else ""
-    workers = f"; {len(sockets)} workers" if len(sockets) > 1 else ""
+    many = f"; {workers} workers" if workers > 1 else ""
     log.info(
         "people-service ready on http://%s:%s%s (GraphQL: %s/graphql%s)%s",
-        *(shown, port, prefix, prefix, workers, hint),
+        *(shown, port, prefix, prefix, many, hint),
     )
-    if len(sockets) == 1:
+    if workers == 1:
         status = serve(app, sockets, **options)
     else:
         services(app).close()  # no connection of this process's may cross a fork
@@ -200,28 +212,13 @@ def _take_stop_signals(ended: threading.Event) -> None:
 
 
 def share_metrics() -> None:
-    """Let /metrics add up every worker: in PROMETHEUS_MULTIPROC_DIR if given (another instance
-    may share it: only dead processes' files go), else in a fresh directory."""
-    directory = os.environ.get(METRICS_DIR)
-    if directory:  # shared, perhaps, with another instance: only dead processes' files go
-        for stale in glob.glob(os.path.join(directory, "*_*.db")):
-            pid = stale.rsplit("_", 1)[1].removesuffix(".db")
-            if pid.isdigit() and not _alive(int(pid)):
-                os.remove(stale)
+    """Let /metrics add up every worker (prometheus-client's multiprocess mode) in a fresh
+    directory, unless the operator names one in PROMETHEUS_MULTIPROC_DIR (theirs to empty)."""
+    if os.environ.get(METRICS_DIR):
         return
     directory = os.environ[METRICS_DIR] = tempfile.mkdtemp(prefix="people-service-metrics-")
     owner = os.getpid()  # forked workers inherit this atexit hook: only the parent removes
     atexit.register(lambda: os.getpid() == owner and shutil.rmtree(directory, True))
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True
 
 
 def serve_workers(overrides: dict, sockets: list[socket.socket], **options) -> int:

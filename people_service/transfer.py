@@ -14,18 +14,16 @@ def import_people(store, document) -> tuple[int, int]:
     if not isinstance(document, dict) or not isinstance(document.get("people"), list):
         raise Invalid("The file must be a JSON object with a 'people' array.")
     entries = schemas.load(schemas.import_schema, document)["people"]
-    people, friendships = [], []
+    people, friendships, known = [], [], set()
     for entry in entries:
         person_id = int(entry["id"])
+        if person_id in known:
+            raise Invalid(f"Two people in the file have the id '{person_id}'.")
+        known.add(person_id)
         people.append({"id": person_id, **columns(entry)})
         friendships.extend((person_id, int(friend)) for friend in entry["friends"])
     if any(a == b for a, b in friendships):
         raise Invalid("A person cannot befriend themselves.")
-    known: set[int] = set()
-    for person in people:
-        if person["id"] in known:
-            raise Invalid(f"Two people in the file have the id '{person['id']}'.")
-        known.add(person["id"])
     with store.transaction():
         unknown = sorted(
             {b for _, b in friendships if b not in known and store.get_person(b) is None}

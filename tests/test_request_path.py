@@ -310,7 +310,8 @@ def test_secret_from_config_signs_tokens(tmp_path):
         close_app(app)
 
 
-def test_share_metrics_keeps_the_live_files_of_another_instance(tmp_path, monkeypatch):
+def test_share_metrics_leaves_a_given_directory_to_its_operator(tmp_path, monkeypatch):
+    """Another instance may share it: prometheus-client leaves emptying it to the operator."""
     from people_service import server
 
     live = tmp_path / f"counter_{os.getpid()}.db"
@@ -319,7 +320,8 @@ def test_share_metrics_keeps_the_live_files_of_another_instance(tmp_path, monkey
     dead.write_bytes(b"")
     monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))
     server.share_metrics()
-    assert live.exists() and not dead.exists()
+    assert live.exists() and dead.exists()
+    assert os.environ["PROMETHEUS_MULTIPROC_DIR"] == str(tmp_path)
 
 
 # -- mount prefixes, the front page, hints, CORS origins and exact numbers, by real HTTP ------
