@@ -8,7 +8,7 @@ import pytest
 from graphql import get_introspection_query
 
 from people_service import transfer
-from people_service.graphql import parsing, view
+from people_service.graphql import meter, view
 
 from .conftest import count_statements
 
@@ -181,10 +181,10 @@ def test_messages_and_their_people_are_batched_too(gql, store, crowd, client, he
 
 def test_repeated_documents_are_parsed_and_validated_once(gql, crowd):
     query = f'{{ person(id: "3") {{ name a{uuid.uuid4().hex}: age }} }}'  # a text not seen yet
-    parsed, validated = parsing.parse_document.cache_info(), view.validated.cache_info()
+    parsed, validated = meter.parse_document.cache_info(), view.validated.cache_info()
     for _ in range(3):
         assert "errors" not in gql(query).json
-    assert parsing.parse_document.cache_info().misses == parsed.misses + 1  # parsed once
+    assert meter.parse_document.cache_info().misses == parsed.misses + 1  # parsed once
     assert view.validated.cache_info().misses == validated.misses + 1
     assert view.validated.cache_info().hits == validated.hits + 2
 
@@ -202,9 +202,9 @@ def fan_out(levels: int, leaf: str = "me { name }") -> str:
 
 def test_anonymous_requests_are_refused_before_the_document_is_read(client, monkeypatch):
     parsed = []
-    original = parsing.parse_document
+    original = meter.parse_document
     monkeypatch.setattr(
-        parsing, "parse_document", lambda text: parsed.append(text) or original(text)
+        meter, "parse_document", lambda text: parsed.append(text) or original(text)
     )
     response = client.post("/graphql", json={"query": fan_out(23) + f" # {uuid.uuid4()}"})
     assert response.status_code == 401
@@ -223,9 +223,9 @@ def test_callers_over_their_limit_are_refused_before_the_document_runs(tmp_path,
         for _ in range(2):
             assert client.post("/graphql", json={"query": "{ me { name } }"}, headers=headers)
         parsed = []
-        original = parsing.parse  # graphql-core's parser, behind the cache by text
+        original = meter.parse  # graphql-core's parser, behind the cache by text
         monkeypatch.setattr(
-            parsing, "parse", lambda text, **limits: parsed.append(text) or original(text, **limits)
+            meter, "parse", lambda text, **limits: parsed.append(text) or original(text, **limits)
         )
         query = fan_out(23) + f" # {uuid.uuid4()}"  # a text no cache has seen
         refused = client.post("/graphql", json={"query": query}, headers=headers)

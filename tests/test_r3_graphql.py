@@ -14,7 +14,7 @@ from pathlib import Path
 import graphql.execution.values as graphql_values
 import pytest
 
-from people_service.graphql import parsing
+from people_service.graphql import meter
 
 from .test_graphql_limits import charged, fresh_key, post
 
@@ -43,7 +43,7 @@ def test_huge_variables_are_refused_quickly_and_cost_one(demo):
 
 @pytest.mark.parametrize("shape", ["list", "nested", "object"])
 def test_the_count_of_values_holds_in_every_shape(client, headers, shape):
-    many = parsing.MAX_VARIABLE_VALUES + 1
+    many = meter.MAX_VARIABLE_VALUES + 1
     value = {
         "list": list(range(many)),
         "nested": [[[1, 2]] * 10] * (many // 30 + 1),
