@@ -43,7 +43,7 @@ JSON = "application/json"
 # messages can print whole inputs.
 COERCION_ERRORS = VALIDATION_ERRORS = 10
 # Automatic persisted queries (Apollo's protocol): documents kept in all, per caller, the
-# largest kept, and how stale a document's last use may get before it is written again
+# largest kept
 PERSISTED_KEEP = 1000
 PERSISTED_KEEP_PER_CALLER = 100
 PERSISTED_MAX_BYTES = 32 * 1024
