@@ -11,7 +11,6 @@ import pytest
     [
         ("{ a b c d }", {"max_lexical_tokens": 3}, "Document contains more than 3 tokens."),
         ("#\n#\n{ a }", {"max_comments": 1}, "Document contains more than 1 comments."),
-        ("{ a }" * 3, {"max_source_length": 5}, "Source contains more than 5 code points."),
         ("{ a " * 1000 + "}" * 1000, {}, "Document is nested too deeply."),
     ],
 )
