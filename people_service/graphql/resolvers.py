@@ -27,8 +27,6 @@ _SORTS = {key.upper(): key for key in ("id", "name", "age")}
 person_sort = EnumType(
     "PersonSort", {**_SORTS, **{f"{name}_DESC": f"-{key}" for name, key in _SORTS.items()}}
 )
-# The SDL lives at the repository root; the package holds a link to it so installs find it too.
-SCHEMA_PATH = Path(__file__).with_name("schema.graphql")
 
 
 def path_key(path) -> tuple:
@@ -174,8 +172,8 @@ def resolve_send_message(info, **data):  # person_id and content, both required
 
 @cache
 def sdl() -> str:
-    """The schema's SDL text, as written."""
-    return load_schema_from_path(str(SCHEMA_PATH))
+    """The schema's SDL text, as written (at the repository root; the package links to it)."""
+    return load_schema_from_path(Path(__file__).with_name("schema.graphql"))
 
 
 @cache
