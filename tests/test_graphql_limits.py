@@ -794,3 +794,14 @@ def test_the_package_assigns_no_graphql_core_module_attribute():
                 ):
                     offences.append(f"{path.name}:{node.lineno}")
     assert offences == []
+
+
+def test_a_document_with_a_type_definition_is_priced_and_refused_by_validation(client, headers):
+    """A definition with no selection set (SDL in a query) once failed the cost walk: a 500."""
+    response = client.post(
+        "/graphql", json={"query": "type X { a: Int } { me { name } }"}, headers=headers
+    )
+    assert response.status_code == 200
+    assert [e["extensions"]["code"] for e in response.json["errors"]] == [
+        "GRAPHQL_VALIDATION_FAILED"
+    ]
