@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 
+import graphql.execution.values as graphql_values
 import pytest
 from graphql import get_introspection_query
 
 from people_service import transfer
-from people_service.graphql import parsing, view
+from people_service.graphql import meter, view
 
 from .conftest import count_statements
 
@@ -181,10 +183,10 @@ def test_messages_and_their_people_are_batched_too(gql, store, crowd, client, he
 
 def test_repeated_documents_are_parsed_and_validated_once(gql, crowd):
     query = f'{{ person(id: "3") {{ name a{uuid.uuid4().hex}: age }} }}'  # a text not seen yet
-    parsed, validated = parsing.parse_document.cache_info(), view.validated.cache_info()
+    parsed, validated = meter.parse_document.cache_info(), view.validated.cache_info()
     for _ in range(3):
         assert "errors" not in gql(query).json
-    assert parsing.parse_document.cache_info().misses == parsed.misses + 1  # parsed once
+    assert meter.parse_document.cache_info().misses == parsed.misses + 1  # parsed once
     assert view.validated.cache_info().misses == validated.misses + 1
     assert view.validated.cache_info().hits == validated.hits + 2
 
@@ -202,10 +204,8 @@ def fan_out(levels: int, leaf: str = "me { name }") -> str:
 
 def test_anonymous_requests_are_refused_before_the_document_is_read(client, monkeypatch):
     parsed = []
-    original = parsing.parse_document
-    monkeypatch.setattr(
-        parsing, "parse_document", lambda text: parsed.append(text) or original(text)
-    )
+    original = meter.parse_document
+    monkeypatch.setattr(meter, "parse_document", lambda text: parsed.append(text) or original(text))
     response = client.post("/graphql", json={"query": fan_out(23) + f" # {uuid.uuid4()}"})
     assert response.status_code == 401
     assert response.json["errors"][0]["extensions"]["code"] == "UNAUTHENTICATED"
@@ -223,9 +223,9 @@ def test_callers_over_their_limit_are_refused_before_the_document_runs(tmp_path,
         for _ in range(2):
             assert client.post("/graphql", json={"query": "{ me { name } }"}, headers=headers)
         parsed = []
-        original = parsing.parse  # graphql-core's parser, behind the cache by text
+        original = meter.parse  # graphql-core's parser, behind the cache by text
         monkeypatch.setattr(
-            parsing, "parse", lambda text, **limits: parsed.append(text) or original(text, **limits)
+            meter, "parse", lambda text, **limits: parsed.append(text) or original(text, **limits)
         )
         query = fan_out(23) + f" # {uuid.uuid4()}"  # a text no cache has seen
         refused = client.post("/graphql", json={"query": query}, headers=headers)
@@ -645,3 +645,163 @@ def test_a_person_asked_for_at_several_paths_is_loaded_once_per_level(gql, store
     assert statements == 6
     people = results[0]["data"]["people"]
     assert all(len(friend["friends"]) == 10 for person in people for friend in person["friends"])
+
+
+# -- variables bounded and coerced once; public graphql-core hooks only (round 3) ----------
+
+ADDRESSES = "mutation ($a: [AddressInput]) { deletePerson(id: 1) }"
+
+
+def addresses(count: int) -> list[dict]:
+    return [{"street": "s" * 8, "city": "c" * 8, "country": "x" * 8}] * count
+
+
+def test_huge_variables_are_refused_quickly_and_cost_one(demo):
+    """960 KB of [AddressInput] took ~1.7 s of CPU to coerce, twice, charged as 1."""
+    headers = fresh_key(demo)
+    variables = {"a": addresses(14_000)}  # 940 KB, under the body limit
+    started = time.monotonic()
+    response = post(demo, headers, ADDRESSES, variables)
+    elapsed = time.monotonic() - started
+    assert response.status_code == 200
+    [error] = response.json()["errors"]
+    assert error["extensions"]["code"] == "QUERY_TOO_COMPLEX"
+    assert "variables" in error["message"]
+    assert "data" not in response.json()
+    assert charged(response) == 1  # SPEC 11a: every GraphQL request costs at least 1
+    assert elapsed < 1.5  # generous: reading the body is most of it; coercing took seconds
+
+
+@pytest.mark.parametrize("shape", ["list", "nested", "object"])
+def test_the_count_of_values_holds_in_every_shape(client, headers, shape):
+    many = meter.MAX_VARIABLE_VALUES + 1
+    value = {
+        "list": list(range(many)),
+        "nested": [[[1, 2]] * 10] * (many // 30 + 1),
+        "object": {f"k{i}": i for i in range(many)},
+    }[shape]
+    response = client.post(
+        "/graphql",
+        json={"query": "query ($v: [Int]) { me { name } }", "variables": {"v": value}},
+        headers=headers,
+    )
+    assert response.status_code == 200
+    assert response.json["errors"][0]["extensions"]["code"] == "QUERY_TOO_COMPLEX"
+
+
+def test_variables_within_the_bound_still_run(client, headers):
+    query = "query ($n: Int, $s: [PersonSort!]) { people(limit: $n, sort: $s) { id } }"
+    response = client.post(
+        "/graphql",
+        json={"query": query, "variables": {"n": 2.0, "s": ["ID_DESC"], "x": list(range(900))}},
+        headers=headers,
+    )
+    assert response.status_code == 200
+    assert "errors" not in response.json, response.json
+    assert len(response.json["data"]["people"]) <= 2
+
+
+def test_variables_are_coerced_once_per_request(client, headers, monkeypatch):
+    coerced = []
+    original = graphql_values.coerce_input_value
+
+    def counting(value, type_, *args, **kwargs):
+        coerced.append(value)
+        return original(value, type_, *args, **kwargs)
+
+    monkeypatch.setattr(graphql_values, "coerce_input_value", counting)
+    query = "query ($n: Int, $d: Boolean!) { people(limit: $n) @include(if: $d) { id } }"
+    response = client.post(
+        "/graphql", json={"query": query, "variables": {"n": 3, "d": True}}, headers=headers
+    )
+    assert "errors" not in response.json, response.json
+    assert sorted(map(str, coerced)) == ["3", "True"]
+
+
+def test_a_bad_variable_is_bad_user_input_and_a_missing_operation_bad_request(client, headers):
+    bad = client.post(
+        "/graphql",
+        json={"query": "query ($n: Int!) { people(limit: $n) { id } }", "variables": {"n": "x"}},
+        headers=headers,
+    )
+    assert [e["extensions"]["code"] for e in bad.json["errors"]] == ["BAD_USER_INPUT"]
+    assert "data" not in bad.json
+    missing = client.post(
+        "/graphql",
+        json={"query": "query A { me { name } }", "operationName": "B"},
+        headers=headers,
+    )
+    assert [e["extensions"]["code"] for e in missing.json["errors"]] == ["BAD_REQUEST"]
+
+
+# -- public graphql-core hooks only (issue 20) ----------------------------------------------
+
+
+def test_repeated_fields_are_refused_before_the_pairwise_merge_check(client, headers):
+    """`{ me { name } ... }` 499 times: graphql-core's overlap check compares them pairwise."""
+    started = time.process_time()
+    response = client.post(
+        "/graphql", json={"query": "{ " + "me { name } " * 499 + "}"}, headers=headers
+    )
+    assert time.process_time() - started < 0.5  # it took 0.8 s of validation alone
+    [error] = response.json["errors"]
+    assert error["extensions"]["code"] == "QUERY_TOO_COMPLEX"
+    assert error["message"] == "The query selects 'me' more than 10 times in one place."
+
+
+@pytest.mark.parametrize(
+    ("text", "code", "message"),
+    [
+        ("{ " + "a " * 2100 + "}", "QUERY_TOO_COMPLEX", "more than 2000 tokens"),
+        ("#\n" * 2100 + "{ me { name } }", "QUERY_TOO_COMPLEX", "more than 2000 comments"),
+        ("{ a " * 300 + "}" * 300, "QUERY_TOO_COMPLEX", "nested too deeply"),
+        ("{ me { name } " * 10, "GRAPHQL_PARSE_FAILED", "Syntax Error"),
+        ("{ me { name \u0001 } }", "GRAPHQL_PARSE_FAILED", "Unexpected character"),
+        ("{ " + "a " * 1900 + "!", "GRAPHQL_PARSE_FAILED", "Syntax Error"),
+    ],
+)
+def test_limits_and_syntax_errors_are_told_apart_by_measure(client, headers, text, code, message):
+    response = client.post("/graphql", json={"query": text}, headers=headers)
+    [error] = response.json["errors"]
+    assert error["extensions"]["code"] == code
+    assert message in error["message"]
+
+
+def test_the_package_assigns_no_graphql_core_module_attribute():
+    import ast
+
+    from .conftest import ROOT
+
+    offences = []
+    for path in (ROOT / "people_service").rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        modules = {
+            alias.asname or alias.name
+            for node in ast.walk(tree)
+            if isinstance(node, (ast.Import, ast.ImportFrom))
+            and (getattr(node, "module", None) or "").startswith("graphql")
+            or isinstance(node, ast.Import)
+            and any(a.name.startswith("graphql") for a in node.names)
+            for alias in node.names
+        }
+        for node in ast.walk(tree):
+            targets = node.targets if isinstance(node, ast.Assign) else []
+            for target in targets:
+                if (
+                    isinstance(target, ast.Attribute)
+                    and isinstance(target.value, ast.Name)
+                    and target.value.id in modules
+                ):
+                    offences.append(f"{path.name}:{node.lineno}")
+    assert offences == []
+
+
+def test_a_document_with_a_type_definition_is_priced_and_refused_by_validation(client, headers):
+    """A definition with no selection set (SDL in a query) once failed the cost walk: a 500."""
+    response = client.post(
+        "/graphql", json={"query": "type X { a: Int } { me { name } }"}, headers=headers
+    )
+    assert response.status_code == 200
+    assert [e["extensions"]["code"] for e in response.json["errors"]] == [
+        "GRAPHQL_VALIDATION_FAILED"
+    ]

@@ -6,14 +6,16 @@ import graphql
 import pytest
 
 
-def test_parse_limits_raise_syntax_errors_and_comments_stay_in_the_token_chain():
-    """parsing.parse_document measures a text the parser refused (same error type for a limit
-    and a typo) with graphql-core's Lexer, counting comments through Token.next."""
-    with pytest.raises(graphql.GraphQLSyntaxError):
-        graphql.parse("{ a b c d }", max_lexical_tokens=3)
-    lexer = graphql.language.Lexer(graphql.Source("# one\n# two\n{ a }"))
-    start = lexer.token
-    first = lexer.advance()
-    assert first.kind is graphql.language.TokenKind.BRACE_L
-    assert [start.next.kind, start.next.next.kind] == [graphql.language.TokenKind.COMMENT] * 2
-    assert start.next.next.next is first
+@pytest.mark.parametrize(
+    ("text", "limits", "message"),
+    [
+        ("{ a b c d }", {"max_lexical_tokens": 3}, "Document contains more than 3 tokens."),
+        ("#\n#\n{ a }", {"max_comments": 1}, "Document contains more than 1 comments."),
+        ("{ a " * 1000 + "}" * 1000, {}, "Document is nested too deeply."),
+    ],
+)
+def test_the_parsers_limits_are_syntax_errors_that_end_in_parsing_aborted(text, limits, message):
+    """meter.parse_document tells a limit from a typo by graphql-core's message."""
+    with pytest.raises(graphql.GraphQLSyntaxError) as raised:
+        graphql.parse(text, **limits)
+    assert raised.value.message == f"Syntax Error: {message} Parsing aborted."

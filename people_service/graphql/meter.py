@@ -1,12 +1,13 @@
-"""What a GraphQL document costs (SPEC §11a) and its limits as validation rules, all linear."""
+"""A GraphQL document: parsed once per text, what it costs (SPEC §11a) and its limits as a
+validation rule, each in time linear in its size (fragments measured once)."""
 
-from functools import cache
+from functools import cache, lru_cache, wraps
 
 from graphql import (
     FieldNode,
     FragmentDefinitionNode,
     FragmentSpreadNode,
-    GraphQLError,
+    GraphQLSyntaxError,
     InlineFragmentNode,
     NameNode,
     OperationDefinitionNode,
@@ -15,14 +16,26 @@ from graphql import (
     get_argument_values,
     get_named_type,
     get_nullable_type,
+    get_operation_ast,
     is_list_type,
+    parse,
     value_from_ast_untyped,
 )
 
 from .. import schemas
 from ..errors import QueryTooComplex
-from .parsing import MAX_NESTING, NESTED_TOO_DEEPLY
+from .resolvers import executable_schema
 
+MAX_QUERY_BYTES = 100 * 1024
+MAX_TOKENS = 2000
+# Selection sets and fragment spreads nested in one another: the walks recurse once per level,
+# and fragments can nest without the parser's limit.
+MAX_NESTING = 100
+# Values (at any depth) in one request's variables, counted before they are coerced.
+MAX_VARIABLE_VALUES = 1000
+# Texts up to this size are kept parsed, priced and validated: 512 texts of 100 KiB each
+# would let one key grow a process by 100 MiB.
+CACHED_TEXT_BYTES = 8 * 1024
 # Counts saturate here: a refusal needs no exact figure beyond it, and numbers stay small.
 CEILING = 10**9
 # A response name given more often than this in one selection set (fragments included) is
@@ -34,90 +47,111 @@ LIST_LIMITS = {
     ("Person", "friends"): schemas.LIST_FIELD_LIMITS,
     ("Person", "messages"): schemas.LIST_FIELD_LIMITS,
 }
-INTROSPECTION_ROOTS = ("__schema", "__type")
-_BUSY = object()  # a fragment being walked: a spread of it closes a cycle (a validation error)
+BARE_LIMIT = FieldNode(name=NameNode(value="limit"), arguments=())  # for the schema's default
+
+
+def by_text(function):
+    """`function(text, ...)`, its results kept for short texts (a bounded LRU cache)."""
+    cached = lru_cache(maxsize=512)(function)
+
+    @wraps(function)
+    def call(text: str, *args):
+        return (cached if len(text) <= CACHED_TEXT_BYTES else function)(text, *args)
+
+    call.cache_info = cached.cache_info
+    return call
+
+
+@by_text
+def parse_document(text: str):
+    """The parsed document; raises QueryTooComplex over a limit, GraphQLSyntaxError otherwise."""
+    if len(text.encode("utf-8", "surrogatepass")) > MAX_QUERY_BYTES:
+        raise QueryTooComplex(f"The query is longer than {MAX_QUERY_BYTES // 1024} KiB.")
+    try:
+        return parse(text, max_lexical_tokens=MAX_TOKENS, max_comments=MAX_TOKENS)
+    except GraphQLSyntaxError as error:
+        if error.message.endswith(" Parsing aborted."):  # one of the limits, not a typo
+            detail = error.message.removeprefix("Syntax Error: ").removesuffix(" Parsing aborted.")
+            raise QueryTooComplex(detail) from None
+        raise
+
+
+def check_variables(variables) -> None:
+    """Raises QueryTooComplex when `variables` (JSON) hold more than MAX_VARIABLE_VALUES values."""
+    count, pending = 0, [variables] if variables else []
+    while pending:
+        value = pending.pop()
+        if isinstance(value, (dict, list)):
+            count += len(value)
+            if count > MAX_VARIABLE_VALUES:
+                raise QueryTooComplex(
+                    f"The variables hold more than {MAX_VARIABLE_VALUES} values; send fewer."
+                )
+            pending.extend(value.values() if isinstance(value, dict) else value)
+
+
+def check_nesting(nesting: int) -> None:
+    if nesting > MAX_NESTING:
+        raise QueryTooComplex("The query is nested too deeply.")
 
 
 def figure(value: int) -> str:
     return str(value) if value < CEILING else f"more than {CEILING - 1}"
 
 
-class Walk:
-    """Linear walks of one document: each fragment is measured once (memoized per key)."""
+def by_fragment(document, measure, empty):
+    """`fragment(name, nesting)`: `measure(definition, nesting + 1)` once per name; `empty`
+    for an unknown name or a cycle (graphql-core's validation reports both)."""
+    definitions = {
+        node.name.value: node
+        for node in document.definitions
+        if isinstance(node, FragmentDefinitionNode)
+    }
+    memo: dict = {}
 
-    def __init__(self, document):
-        self.fragments = {
-            node.name.value: node
-            for node in document.definitions
-            if isinstance(node, FragmentDefinitionNode)
-        }
-        self.memo: dict = {}
+    def fragment(name: str, nesting: int):
+        if name not in memo:
+            memo[name] = empty
+            if name in definitions:
+                memo[name] = measure(definitions[name], nesting + 1)
+        return memo[name]
 
-    def fragment(self, spread, key, empty, measure, nesting: int, once=False):
-        """`measure(fragment, nesting + 1)` once per (name, key); `empty` in a cycle, and
-        after the first time if `once`."""
-        node = self.fragments.get(spread.name.value)
-        if node is None:
-            return empty
-        memo_key = (spread.name.value, key)
-        found = self.memo.get(memo_key)
-        if found is None:
-            self.memo[memo_key] = _BUSY
-            self.memo[memo_key] = measure(node, nesting + 1)
-            return empty if once else self.memo[memo_key]
-        return empty if found is _BUSY or once else found
+    return fragment
 
 
-def check_nesting(nesting: int) -> None:
-    if nesting > MAX_NESTING:
-        raise QueryTooComplex(NESTED_TOO_DEEPLY)
-
-
-_DEFAULTS: dict = {}
-_BARE = FieldNode(name=NameNode(value="limit"), arguments=())
-
-
-def default_limit(parent, definition, name: str):
-    """The `limit` a list field runs with when given none (graphql-core 3.3 keeps it in
-    GraphQLArgument.default, not default_value: ask it as execution does)."""
-    key = (parent.name, name)
-    if key not in _DEFAULTS:
-        _DEFAULTS[key] = get_argument_values(definition, _BARE).get("limit")
-    return _DEFAULTS[key]
-
-
-def written(document) -> int:
-    """Fields and fragment spreads as written (a fragment's once), the least a request pays."""
-    count, pending = 0, [node.selection_set for node in document.definitions]
+def written(selection_sets, kinds=(FieldNode, FragmentSpreadNode)) -> int:
+    """The fields and fragment spreads written in these selection sets (not following spreads)."""
+    count, pending = 0, [s for s in selection_sets if s is not None]
     while pending:
         for node in pending.pop().selections:
-            count += isinstance(node, (FieldNode, FragmentSpreadNode))
+            count += isinstance(node, kinds)
             if getattr(node, "selection_set", None) is not None:
                 pending.append(node.selection_set)
     return count
 
 
-def returned(schema, document, operation, variables) -> int:
+def returned(document, operation, variables) -> int:
     """The nodes `operation` can return: lists multiply by their `limit` (argument, variable or
     default); below __schema and __type each field written counts once. Directives are ignored."""
-    walk, root = Walk(document), schema.get_root_type(operation.operation)
-    variables, defaults = variables or {}, {}
-    for definition in operation.variable_definitions or ():
-        if definition.default_value is not None:
-            defaults[definition.variable.name.value] = definition.default_value
+    schema = executable_schema()
+    root = schema.get_root_type(operation.operation)
+    variables = {
+        **{
+            definition.variable.name.value: value_from_ast_untyped(definition.default_value)
+            for definition in operation.variable_definitions or ()
+            if definition.default_value is not None
+        },
+        **(variables or {}),
+    }
 
     def limit_of(parent, definition, node) -> int:
-        argument = next((a for a in node.arguments or () if a.name.value == "limit"), None)
-        value = None
-        if isinstance(argument and argument.value, VariableNode):
-            name = argument.value.name.value
-            value = variables.get(name)
-            if name not in variables and name in defaults:
-                value = value_from_ast_untyped(defaults[name])
-        elif argument is not None:
-            value = value_from_ast_untyped(argument.value)
+        value = next((a.value for a in node.arguments or () if a.name.value == "limit"), None)
+        if isinstance(value, VariableNode):
+            value = variables.get(value.name.value)
+        elif value is not None:
+            value = value_from_ast_untyped(value)
         if value is None:  # omitted or null: the schema's default (the resolvers' too)
-            value = default_limit(parent, definition, node.name.value)
+            value = get_argument_values(definition, BARE_LIMIT).get("limit")
         if isinstance(value, float) and value.is_integer():
             value = int(value)
         if isinstance(value, bool) or not isinstance(value, int):
@@ -132,30 +166,24 @@ def returned(schema, document, operation, variables) -> int:
             if isinstance(node, FieldNode):
                 total += field(node, parent, nesting)
             elif isinstance(node, InlineFragmentNode):
-                kind = (
-                    schema.get_type(node.type_condition.name.value)
-                    if node.type_condition
-                    else parent
-                )
-                total += selection(node.selection_set, kind, nesting + 1) if kind else 0
+                total += typed(node, parent, nesting + 1)
             else:
-                total += walk.fragment(node, "cost", 0, fragment_cost, nesting)
+                total += fragment(node.name.value, nesting)
             if total >= CEILING:
                 return CEILING
         return total
 
-    def condition(node, parent):
-        return schema.get_type(node.type_condition.name.value) if node.type_condition else parent
-
-    def fragment_cost(node, nesting: int) -> int:
-        kind = condition(node, None)
+    def typed(node, parent, nesting: int) -> int:  # a fragment, under its type condition
+        kind = schema.get_type(node.type_condition.name.value) if node.type_condition else parent
         return selection(node.selection_set, kind, nesting) if kind else 0
+
+    fragment = by_fragment(document, lambda node, nesting: typed(node, None, nesting), 0)
 
     def field(node, parent, nesting: int) -> int:
         name = node.name.value
         at_root = parent is root and name != "__typename"
-        if at_root and name in INTROSPECTION_ROOTS:
-            return 1 + introspection(node.selection_set, nesting + 1)
+        if at_root and name in ("__schema", "__type"):
+            return 1 + written([node.selection_set], FieldNode)
         definition = getattr(parent, "fields", {}).get(name)
         if node.selection_set is None or definition is None:
             return int(at_root)  # a leaf: a root field counts 1 all the same
@@ -165,162 +193,82 @@ def returned(schema, document, operation, variables) -> int:
             count = limit_of(parent, definition, node)
         return max(int(at_root), min(count * (1 + inner), CEILING))
 
-    def introspection(selection_set, nesting: int) -> int:
-        if selection_set is None:
-            return 0
-        check_nesting(nesting)
-        total = 0
-        for node in selection_set.selections:
-            if isinstance(node, FragmentSpreadNode):
-                total += walk.fragment(node, "fields", 0, fragment_fields, nesting, once=True)
-            else:
-                total += isinstance(node, FieldNode) + introspection(
-                    node.selection_set, nesting + 1
-                )
-        return total
-
-    def fragment_fields(node, nesting: int):  # counted once, however often it is spread
-        return introspection(node.selection_set, nesting)
-
     return max(1, selection(operation.selection_set, root, 0)) if root else 1
 
 
-def price(schema, document, operation, variables) -> tuple[int, str]:
-    """What a request pays (the larger count, at least 1), and a phrase saying why."""
-    nodes = returned(schema, document, operation, variables) if operation else 1
-    fields = written(document)
+def price(text: str, operation_name: str | None, variables=None) -> tuple[int, str]:
+    """What a request pays, the larger of the nodes it can return and the fields and spreads it
+    writes (a fragment's once), at least 1; and a phrase saying why."""
+    document = parse_document(text)
+    operation = get_operation_ast(document, operation_name)
+    nodes = returned(document, operation, variables) if operation else 1
+    fields = written([getattr(node, "selection_set", None) for node in document.definitions])
     if nodes >= fields:
         return max(1, nodes), f"could return {figure(nodes)} objects"
     return fields, f"writes {fields} fields and fragment spreads"
 
 
-# -- limits of the document as graphql-core validation rules (each walk linear) -----------
+priced = by_text(price)  # without variables the price is a function of the text: kept with it
 
 
-class DocumentRule(ValidationRule):
-    """A rule measuring each operation once, fragments memoized; reports QUERY_TOO_COMPLEX."""
+def check_limits(document, max_depth: int, max_aliases: int) -> None:
+    """Raises QueryTooComplex if an operation is too deep (introspection's levels count 0), has
+    too many aliases (a fragment's each time it is spread) or one response name too often."""
+    empty = (0, 0, {})
 
-    def enter_document(self, document, *_args):
-        walk = Walk(document)
-        for node in document.definitions:
-            if isinstance(node, OperationDefinitionNode):
-                try:
-                    message = self.check(walk, node)
-                except QueryTooComplex as error:  # nested past MAX_NESTING
-                    message = error.detail
-                if message:
-                    extensions = {"code": QueryTooComplex.graphql_code}
-                    self.report_error(GraphQLError(message, node, extensions=extensions))
-                    break
-        return self.SKIP  # every operation measured: nothing below to visit
+    def shape(selection_set, nesting: int) -> tuple[int, int, dict]:
+        """Depth, aliases and the count of each response name of a selection set."""
+        check_nesting(nesting)
+        depth, aliases, names, spread = 0, 0, {}, set()
+        for node in selection_set.selections:
+            if isinstance(node, FieldNode):
+                inner = shape(node.selection_set, nesting + 1) if node.selection_set else empty
+                below = 0 if node.name.value.startswith("__") else inner[0]
+                found = (
+                    1 + below,
+                    (node.alias is not None) + inner[1],
+                    {(node.alias or node.name).value: 1},
+                )
+            elif isinstance(node, InlineFragmentNode):
+                found = shape(node.selection_set, nesting + 1)
+            else:
+                found = fragment(node.name.value, nesting)
+                if node.name.value in spread:  # graphql-core merges a repeated spread once
+                    found = (*found[:2], {})
+                spread.add(node.name.value)
+            depth, aliases = max(depth, found[0]), min(aliases + found[1], CEILING)
+            for name, count in found[2].items():
+                names[name] = names.get(name, 0) + count
+                if names[name] > MAX_SAME_NAME:
+                    raise QueryTooComplex(
+                        f"The query selects '{name}' more than {MAX_SAME_NAME} times in one place."
+                    )
+        return depth, aliases, names
 
-    def check(self, walk: Walk, operation) -> str | None:
-        raise NotImplementedError
-
-
-class DepthRule(DocumentRule):
-    """Fields nested in fields at most GRAPHQL_MAX_DEPTH deep (introspection's count 0)."""
-
-    maximum = 10
-
-    def check(self, walk, operation):
-        def depth(selection_set, nesting: int) -> int:
-            check_nesting(nesting)
-            deepest = 0
-            for node in selection_set.selections:
-                if isinstance(node, FieldNode):
-                    inner = node.selection_set and not node.name.value.startswith("__")
-                    found = 1 + depth(node.selection_set, nesting + 1) if inner else 1
-                elif isinstance(node, InlineFragmentNode):
-                    found = depth(node.selection_set, nesting + 1)
-                else:
-                    found = walk.fragment(node, "depth", 0, fragment, nesting)
-                deepest = max(deepest, found)
-            return deepest
-
-        def fragment(node, nesting):
-            return depth(node.selection_set, nesting)
-
-        found = depth(operation.selection_set, 0)
-        if found > self.maximum:
-            return f"The query is {figure(found)} levels deep; the limit is {self.maximum}."
-        return None
-
-
-class AliasRule(DocumentRule):
-    """At most GRAPHQL_MAX_ALIASES aliases in the answer (a fragment's, each time it is spread)."""
-
-    maximum = 30
-
-    def check(self, walk, operation):
-        def aliases(selection_set, nesting: int) -> int:
-            check_nesting(nesting)
-            total = 0
-            for node in selection_set.selections:
-                if isinstance(node, FieldNode):
-                    total += node.alias is not None
-                if isinstance(node, FragmentSpreadNode):
-                    total += walk.fragment(node, "aliases", 0, fragment, nesting)
-                elif node.selection_set is not None:
-                    total += aliases(node.selection_set, nesting + 1)
-            return min(total, CEILING)
-
-        def fragment(node, nesting):
-            return aliases(node.selection_set, nesting)
-
-        found = aliases(operation.selection_set, 0)
-        if found > self.maximum:
-            return f"The query has {figure(found)} aliases; the limit is {self.maximum}."
-        return None
-
-
-class RepeatedNameRule(DocumentRule):
-    """One response name at most MAX_SAME_NAME times in a selection set, fragments included."""
-
-    def check(self, walk, operation):
-        def names(selection_set, nesting: int) -> dict:
-            check_nesting(nesting)
-            counts: dict[str, int] = {}
-            spread = set()
-            for node in selection_set.selections:
-                if isinstance(node, FieldNode):
-                    found = {(node.alias or node.name).value: 1}
-                    if node.selection_set is not None:
-                        names(node.selection_set, nesting + 1)
-                elif isinstance(node, InlineFragmentNode):
-                    found = names(node.selection_set, nesting + 1)
-                elif node.name.value in spread:
-                    continue  # graphql-core merges a fragment spread twice in one place once
-                else:
-                    spread.add(node.name.value)
-                    found = walk.fragment(node, "names", {}, fragment, nesting)
-                for name, count in found.items():
-                    counts[name] = counts.get(name, 0) + count
-                    if counts[name] > MAX_SAME_NAME:
-                        raise Repeated(name)
-            return counts
-
-        def fragment(node, nesting):
-            return names(node.selection_set, nesting)
-
-        try:
-            names(operation.selection_set, 0)
-        except Repeated as error:
-            return f"The query selects '{error}' more than {MAX_SAME_NAME} times in one place."
-        return None
-
-
-class Repeated(Exception):
-    """A response name over MAX_SAME_NAME (ends the walk at once)."""
-
-
-def is_limit(rule) -> bool:
-    return issubclass(rule, DocumentRule)
+    fragment = by_fragment(
+        document, lambda node, nesting: shape(node.selection_set, nesting), empty
+    )
+    for operation in document.definitions:
+        if isinstance(operation, OperationDefinitionNode):
+            depth, aliases, _ = shape(operation.selection_set, 0)
+            if depth > max_depth:
+                raise QueryTooComplex(
+                    f"The query is {depth} levels deep; the limit is {max_depth}."
+                )
+            if aliases > max_aliases:
+                raise QueryTooComplex(
+                    f"The query has {figure(aliases)} aliases; the limit is {max_aliases}."
+                )
 
 
 @cache
-def limit_rules(max_depth: int, max_aliases: int) -> tuple:
-    """The rules for these limits (classes: graphql-core instantiates them per validation)."""
-    depth = type("DepthRule", (DepthRule,), {"maximum": max_depth})
-    aliases = type("AliasRule", (AliasRule,), {"maximum": max_aliases})
-    return depth, aliases, RepeatedNameRule
+def limits_rule(max_depth: int, max_aliases: int) -> type[ValidationRule]:
+    """check_limits as a validation rule; it raises, so graphql-core's own rules (some of
+    them quadratic) never see a document over the limits."""
+
+    class Limits(ValidationRule):
+        def enter_document(self, document, *_args):
+            check_limits(document, max_depth, max_aliases)
+            return self.SKIP
+
+    return Limits

@@ -27,8 +27,6 @@ _SORTS = {key.upper(): key for key in ("id", "name", "age")}
 person_sort = EnumType(
     "PersonSort", {**_SORTS, **{f"{name}_DESC": f"-{key}" for name, key in _SORTS.items()}}
 )
-# The SDL lives at the repository root; the package holds a link to it so installs find it too.
-SCHEMA_PATH = Path(__file__).with_name("schema.graphql")
 
 
 def path_key(path) -> tuple:
@@ -43,12 +41,11 @@ class Batches:
     def __init__(self):
         self._objects: dict[tuple, list[dict]] = defaultdict(list)  # response path -> objects
         self._answers: dict[str, dict] = defaultdict(dict)  # field -> {key: value}
-        self._seen: dict[tuple, set] = defaultdict(set)  # path -> keys whose objects are in
-        self._loaded: set = set()  # (path, field) whose level was loaded at once
+        self._seen: dict[tuple, set] = {}  # response path -> keys whose objects are in
 
     def forget(self) -> None:
         """Drop the answers loaded so far: the data is about to change."""
-        for kept in (self._objects, self._answers, self._seen, self._loaded):
+        for kept in (self._objects, self._answers, self._seen):
             kept.clear()
 
     def register(self, path, objects) -> None:
@@ -58,25 +55,21 @@ class Batches:
     def load(self, info, obj: dict, field: str, key_of, fetch):
         """`field` (name and arguments) of `obj`; `fetch(keys) -> {key: value}` loads many."""
         here, key, answers = path_key(info.path), key_of(obj), self._answers[field]
-        if (here, field) not in self._loaded:  # the first object here: load the whole level
-            self._loaded.add((here, field))
-            keys = dict.fromkeys(key_of(other) for other in self._objects.get(here[:-1], ()))
-            self._fetch(here, answers, [*keys, key] if key not in keys else list(keys), fetch)
-        elif key not in self._seen[here]:  # an object the level's load did not know of
-            self._fetch(here, answers, [key], fetch)
-        return answers[key]
-
-    def _fetch(self, here, answers: dict, keys: list, fetch) -> None:
+        keys = [key]
+        if here not in self._seen:  # the first object here: load the whole level
+            self._seen[here] = set()
+            keys = list(dict.fromkeys([*map(key_of, self._objects.get(here[:-1], ())), key]))
         wanted = sorted({key for key in keys if key not in answers}, key=int)
         if wanted:
             found = fetch(wanted)
             answers.update((key, found.get(key)) for key in wanted)
         seen, objects = self._seen[here], self._objects[here]
-        for key in keys:  # their answers are the objects of the next level
-            if key not in seen:
-                seen.add(key)
-                value = answers[key]
+        for other in keys:  # their answers are the objects of the next level
+            if other not in seen:
+                seen.add(other)
+                value = answers[other]
                 objects.extend(value if isinstance(value, list) else [value] * (value is not None))
+        return answers[key]
 
 
 Context = namedtuple("Context", "store caller batches")  # what one request's resolvers share
@@ -179,8 +172,8 @@ def resolve_send_message(info, **data):  # person_id and content, both required
 
 @cache
 def sdl() -> str:
-    """The schema's SDL text, as written."""
-    return load_schema_from_path(str(SCHEMA_PATH))
+    """The schema's SDL text, as written (at the repository root; the package links to it)."""
+    return load_schema_from_path(Path(__file__).with_name("schema.graphql"))
 
 
 @cache

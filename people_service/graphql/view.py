@@ -8,12 +8,7 @@ from functools import partial
 
 from ariadne import graphql_sync, unwrap_graphql_error
 from flask import Blueprint, current_app, g, render_template, request
-from graphql import (
-    GraphQLError,
-    OperationType,
-    get_operation_ast,
-    validate,
-)
+from graphql import GraphQLError, GraphQLSyntaxError, OperationType, get_operation_ast, validate
 from graphql.pyutils import snake_to_camel
 from werkzeug.wrappers import Response
 
@@ -33,7 +28,7 @@ from ..web.jsonio import dump_json, json_body, parse_json
 from ..web.negotiation import HTML, negotiate
 from ..web.pages import asset_url, content_security_policy, html_response, source_of, vendor_url
 from ..web.problems import bounded_errors, error_parts, graphql_code, with_headers
-from . import meter, parsing
+from . import meter
 from .resolvers import Batches, Context, executable_schema, sdl
 
 bp = Blueprint("graphql", __name__)
@@ -44,10 +39,11 @@ QUIET.setLevel(logging.CRITICAL + 1)
 
 GRAPHQL_RESPONSE = "application/graphql-response+json"
 JSON = "application/json"
-# Errors reported when variables do not coerce: graphql-core's messages can print whole inputs.
-COERCION_ERRORS = 10
+# Errors reported when variables do not coerce or a document does not validate: graphql-core's
+# messages can print whole inputs.
+COERCION_ERRORS = VALIDATION_ERRORS = 10
 # Automatic persisted queries (Apollo's protocol): documents kept in all, per caller, the
-# largest kept, and how stale a document's last use may get before it is written again
+# largest kept
 PERSISTED_KEEP = 1000
 PERSISTED_KEEP_PER_CALLER = 100
 PERSISTED_MAX_BYTES = 32 * 1024
@@ -57,9 +53,9 @@ PERSISTED_NOT_FOUND = {
         {"message": "PersistedQueryNotFound", "extensions": {"code": "PERSISTED_QUERY_NOT_FOUND"}}
     ]
 }
-# A request read, parsed and priced: `document` None when it did not parse (or is not known)
+# A request read, parsed and priced: `operation` None when it did not parse (or is not known)
 # and `to_store` the hash of a persisted query sent with its text (stored once it proves valid)
-Prepared = namedtuple("Prepared", "data document operation cost to_store")
+Prepared = namedtuple("Prepared", "data operation cost to_store")
 
 
 def response_type() -> str:
@@ -131,16 +127,9 @@ def read_request() -> dict:
 
 def prepared() -> Prepared:
     """This request read, parsed and priced, once: the rate limit asks first, the view next."""
-    found = g.get("graphql")
-    if found is None:
-        try:
-            found = _prepare()
-        except ServiceError as error:
-            found = error
-        g.graphql = found
-    if isinstance(found, ServiceError):
-        raise found
-    return found
+    if "graphql" not in g:
+        g.graphql = _prepare()
+    return g.graphql
 
 
 def _prepare() -> Prepared:
@@ -149,19 +138,16 @@ def _prepare() -> Prepared:
     if data.get("query") is None:  # a persisted query's hash alone
         data["query"], to_store = get_store().get_persisted(digest), None
         if data["query"] is None:  # not known here: 1, as any request
-            return Prepared(data, None, None, 1, None)
-    parsing.check_variables(data.get("variables"))
+            return Prepared(data, None, 1, None)
+    meter.check_variables(data.get("variables"))
+    text, name, variables = data["query"], data.get("operationName"), data.get("variables")
     try:
-        document = parsing.parse_document(data["query"])
+        operation = get_operation_ast(meter.parse_document(text), name)
     except GraphQLError:  # a syntax error: graphql_sync's parser answers it
-        return Prepared(data, None, None, 1, None)
-    operation = get_operation_ast(document, data.get("operationName"))
+        return Prepared(data, None, 1, None)
     if reads_url() and operation is not None and operation.operation != OperationType.QUERY:
         raise with_headers(MethodNotAllowed("Mutations must be sent with POST."), {"Allow": "POST"})
-    if data.get("variables"):
-        cost, why = meter.price(executable_schema(), document, operation, data["variables"])
-    else:  # a function of the text alone: kept with it
-        cost, why = priced(data["query"], data.get("operationName"))
+    cost, why = meter.price(text, name, variables) if variables else meter.priced(text, name)
     most, (window, limit) = current_app.config["GRAPHQL_MAX_COST"], ratelimit.budget()
     if cost > most:
         raise QueryTooComplex(
@@ -174,15 +160,7 @@ def _prepare() -> Prepared:
             "whole window, so it can never run. Ask for fewer (smaller limits), split the "
             "query, or use a key with a larger limit."
         )
-    return Prepared(data, document, operation, cost, to_store)
-
-
-@parsing.by_text
-def priced(text: str, operation_name: str | None) -> tuple[int, str]:
-    """meter.price of a text run without variables."""
-    document = parsing.parse_document(text)
-    operation = get_operation_ast(document, operation_name)
-    return meter.price(executable_schema(), document, operation, None)
+    return Prepared(data, operation, cost, to_store)
 
 
 def rate_limit_cost() -> int:
@@ -195,49 +173,44 @@ def rate_limit_cost() -> int:
     return prepared().cost
 
 
-@parsing.by_text
+@meter.by_text
 def validated(text: str, rules: tuple, hide_suggestions: bool) -> list:
-    """Validation errors of a text: the limits first (cheap), and only within them
-    graphql-core's own rules, whose work the limits and the cost bound."""
-    document, limits = parsing.parse_document(text), [r for r in rules if meter.is_limit(r)]
-    errors = list({e.message: e for e in validate(executable_schema(), document, limits)}.values())
-    if not errors:
-        others = [rule for rule in rules if rule not in limits]
-        errors = validate(
-            executable_schema(),
-            document,
-            others,
-            max_errors=parsing.VALIDATION_ERRORS,
-            hide_suggestions=hide_suggestions,
-        )
-        for error in errors:  # graphql-core's own (an aborted validation's last one too)
-            error.extensions = {"code": "GRAPHQL_VALIDATION_FAILED", **(error.extensions or {})}
+    """graphql-core's validation errors of a text (the limits rule raises instead)."""
+    errors = validate(
+        executable_schema(),
+        meter.parse_document(text),
+        rules,
+        max_errors=VALIDATION_ERRORS,
+        hide_suggestions=hide_suggestions,
+    )
+    for error in errors:  # an aborted validation's last one too
+        error.extensions = {"code": "GRAPHQL_VALIDATION_FAILED", **(error.extensions or {})}
     return errors
 
 
 def execute(caller, data: dict, op) -> tuple[dict, bool]:
     """Run the request through ariadne; the answer and whether it is a request error."""
     config = current_app.config
-    text = data["query"]
+    introspection = config["INTROSPECTION"]
     ok, result = graphql_sync(
         executable_schema(),
         data,
         context_value=Context(get_store(), caller, Batches()),
-        query_parser=lambda _context, _data: parsing.parse_document(text),
+        query_parser=lambda _context, data: meter.parse_document(data["query"]),
         query_validator=lambda _schema, _document, rules, **_: validated(
-            text, tuple(rules), not config["INTROSPECTION"]
+            data["query"], tuple(rules), not introspection
         ),
-        validation_rules=meter.limit_rules(
-            config["GRAPHQL_MAX_DEPTH"], config["GRAPHQL_MAX_ALIASES"]
-        ),
-        introspection=config["INTROSPECTION"],
+        validation_rules=[
+            meter.limits_rule(config["GRAPHQL_MAX_DEPTH"], config["GRAPHQL_MAX_ALIASES"])
+        ],
+        introspection=introspection,
         # an error of no field when the operation was found: its variables did not coerce
         error_formatter=partial(
             format_error, request_code=f"BAD_{'USER_INPUT' if op else 'REQUEST'}"
         ),
         logger=QUIET,
         max_coercion_errors=COERCION_ERRORS,
-        hide_suggestions=not config["INTROSPECTION"],
+        hide_suggestions=not introspection,
     )
     # a request error (parse, validation, variables, no such operation): errors, no data
     request_error = result.get("data") is None and all(
@@ -281,7 +254,9 @@ def format_error(error: GraphQLError, debug=False, request_code="BAD_REQUEST") -
         extensions = {"code": "INTERNAL_SERVER_ERROR"}
     else:
         extensions = dict(error.extensions or {})
-        if not extensions.get("code"):
+        if isinstance(error, GraphQLSyntaxError):
+            extensions["code"] = "GRAPHQL_PARSE_FAILED"
+        elif not extensions.get("code"):
             extensions["code"] = request_code if error.path is None else "INTERNAL_SERVER_ERROR"
     formatted["extensions"] = extensions
     return formatted
@@ -355,7 +330,7 @@ def graphql_endpoint():
         raise BadRequest("Send a query: GET /graphql?query={...} or POST a JSON body.")
     media = response_type()
     caller = authenticate()
-    data, _document, operation, cost, to_store = prepared()
+    data, operation, cost, to_store = prepared()
     if data["query"] is None:
         # HTTP 200: Apollo's clients answer it by sending the query with its hash
         return graphql_response(PERSISTED_NOT_FOUND, 200, media)
