@@ -19,6 +19,7 @@ CURSOR_RULE = "Must be an event id: a whole number, 0 or more."
 TYPES_RULE = f"Use a comma list of {', '.join(events.TYPES)}."
 BATCH = 100  # events a stream reads per query
 RETRY_MS = 1000  # the `retry:` hint a stream ends with: reconnect a second later
+POLL_SECONDS = 1.0  # how often a stream asks for events that other processes committed
 
 
 class Cursor(fields.String):
@@ -128,28 +129,28 @@ def stream(
     """The events after `cursor` as they are committed, for `lifetime` seconds, a comment at
     least every `heartbeat` seconds (a client that left is noticed at the next write), then a
     `retry:` hint. Ends at once when the process stops serving."""
-    watch = events.watch(store)
-    deadline = time.monotonic() + lifetime
     written = time.monotonic()
+    deadline = written + lifetime
     yield f": events after {cursor}\n\n"  # the headers go out now, whatever happens next
     try:
         while not events.closing():
-            seen = watch.latest  # read before the query: a commit after it wakes the wait
+            seen = events.commits()  # read before the query: a commit after it wakes the wait
             found = store.events_after(cursor, BATCH, tuple(types), viewer.filter)
             store.release()  # an idle stream holds no database connection
+            now = time.monotonic()
             if found:
                 cursor = int(found[-1]["id"])
                 yield "".join(map(sse, found))
-                written = time.monotonic()
+                written = now
                 if len(found) == BATCH:
                     continue
-            now = time.monotonic()
+            elif now - written >= heartbeat:
+                yield ":\n\n"
+                written = now
             if now >= deadline:
                 break
-            if not watch.wait(seen, min(deadline, written + heartbeat) - now):
-                if time.monotonic() - written >= heartbeat:
-                    yield ":\n\n"
-                    written = time.monotonic()
+            # other processes' and instances' commits are found by the next query
+            events.wait(seen, min(POLL_SECONDS, deadline - now, written + heartbeat - now))
         yield f"retry: {RETRY_MS}\n\n"
     finally:
         store.release()
@@ -159,18 +160,12 @@ class Slots:
     """How many streams this process holds, at most `limit` (counted per process: a fork
     starts from none)."""
 
-    def __init__(self):
-        self.pid = 0
+    pid = 0
 
     def take(self, limit: int) -> bool:
         if self.pid != os.getpid():
-            self.pid, self.lock, self.held = os.getpid(), threading.Lock(), 0
-        with self.lock:
-            if self.held >= limit:
-                return False
-            self.held += 1
-            return True
+            self.pid, self.held = os.getpid(), threading.BoundedSemaphore(limit)
+        return self.held.acquire(blocking=False)
 
     def give(self) -> None:
-        with self.lock:
-            self.held -= 1
+        self.held.release()
