@@ -7,63 +7,43 @@ import threading
 import time
 from collections.abc import Iterator
 
-from marshmallow import EXCLUDE, Schema, ValidationError, fields
+from marshmallow import EXCLUDE, Schema, ValidationError, fields, validate
 
 from . import events, schemas
 from .errors import InvalidArgument, ServiceError
 from .service import Viewer
 
 # an event id, or 0 (before the first); at most PostgreSQL's bigint
-CURSOR_PATTERN = r"^(0|[1-9][0-9]{0,17})$"
-CURSOR_RULE = "Must be an event id: a whole number, 0 or more."
+CURSOR = validate.Regexp(
+    r"^(0|[1-9][0-9]{0,17})$", error="Must be an event id: a whole number, 0 or more."
+)
+TYPE = "(" + "|".join(re.escape(name) for name in events.TYPES) + ")"
 TYPES_RULE = f"Use a comma list of {', '.join(events.TYPES)}."
 BATCH = 100  # events a stream reads per query
 RETRY_MS = 1000  # the `retry:` hint a stream ends with: reconnect a second later
 POLL_SECONDS = 1.0  # how often a stream asks for events that other processes committed
 
 
-class Cursor(fields.String):
-    def __init__(self, **kwargs):
-        metadata = {"pattern": CURSOR_PATTERN, "example": "1234", **kwargs.pop("metadata", {})}
-        super().__init__(metadata=metadata, **kwargs)
-
-    def _deserialize(self, value, attr, data, **kwargs):
-        if not isinstance(value, str) or not re.fullmatch(CURSOR_PATTERN, value):
-            raise ValidationError(CURSOR_RULE)
-        return int(value)
-
-
-class EventTypes(fields.String):
-    """A comma list of event types, as a tuple without repeats."""
-
-    def _deserialize(self, value, attr, data, **kwargs):
-        names = value.split(",") if isinstance(value, str) and len(value) <= 500 else [""]
-        unknown = [name for name in names if name not in events.TYPES]
-        if unknown:
-            raise ValidationError(f"Unknown event type {unknown[0][:40]!r}. {TYPES_RULE}")
-        return tuple(dict.fromkeys(names))
-
-
 class FeedQuerySchema(Schema):
     class Meta:
         unknown = EXCLUDE
 
-    after = Cursor(
+    after = fields.String(
+        validate=CURSOR,
         metadata={
             "description": "Events with a larger id than this one (the last id you saw); "
             "without it, from the oldest event kept. The stream starts after Last-Event-ID, "
-            "else after this, else from now."
-        }
+            "else after this, else from now.",
+            "example": "1234",
+        },
     )
     limit = schemas.Count(1, 1000, load_default=100)
-    type = EventTypes(
+    type = fields.String(
+        validate=validate.Regexp(f"^{TYPE}(,{TYPE})*$", error=f"Unknown event type. {TYPES_RULE}"),
         metadata={
             "description": f"Only events of these types. {TYPES_RULE}",
             "example": "person.created,person.deleted",
-            "pattern": "^{0}(,{0})*$".format(
-                "(" + "|".join(t.replace(".", "[.]") for t in events.TYPES) + ")"
-            ),
-        }
+        },
     )
 
 
@@ -83,16 +63,21 @@ def parse_query(args: dict) -> dict:
     """`after` (None when absent), `limit` and `type` (a tuple, empty for every type);
     InvalidArgument naming the parameter."""
     query = schemas.load(feed_query_schema, args, error=InvalidArgument)
-    return {"after": query.get("after"), "limit": query["limit"], "types": query.get("type", ())}
+    after, types = query.get("after"), query.get("type")
+    return {
+        "after": None if after is None else int(after),
+        "limit": query["limit"],
+        "types": tuple(dict.fromkeys(types.split(","))) if types else (),
+    }
 
 
 def parse_last_event_id(value: str) -> int:
     """The Last-Event-ID header as a cursor; InvalidArgument naming the header."""
-    if not re.fullmatch(CURSOR_PATTERN, value.strip()):
-        raise InvalidArgument(
-            f"Last-Event-ID: {CURSOR_RULE}", errors={"Last-Event-ID": [CURSOR_RULE]}
-        )
-    return int(value.strip())
+    try:
+        return int(CURSOR(value.strip()))
+    except ValidationError as error:
+        rule = error.messages[0]
+        raise InvalidArgument(f"Last-Event-ID: {rule}", errors={"Last-Event-ID": [rule]}) from None
 
 
 def check_kept(store, after: int | None) -> None:
