@@ -26,6 +26,7 @@ from .webhooks import target
 log = logging.getLogger("people_service.delivery")
 
 POLL_SECONDS = 1.0  # an idle worker looks for due deliveries this often (one query)
+PER_HOST = 4  # attempts one process sends to one receiver at once
 SENDERS = 64  # attempts sent at once by one process; a claim takes at most this many
 MAX_ANSWER = 4096  # bytes of a receiver's answer read at most: its status line is enough
 PRUNE_SECONDS = 3600  # how often a worker removes what retention no longer keeps
@@ -105,6 +106,7 @@ class Deliverer:
         self._store = None
         self._senders: ThreadPoolExecutor | None = None
         self._resolvers: ThreadPoolExecutor | None = None  # DNS within the attempt's time
+        self._receivers: dict[tuple, threading.Semaphore] = {}
 
     @property
     def store(self):
@@ -201,8 +203,16 @@ class Deliverer:
                 "webhook-timestamp": str(int(stamp.timestamp())),
                 "webhook-signature": " ".join(Webhook(k).sign(msg_id, stamp, body) for k in keys),
             }
-            timeout = max(0.1, deadline - time.monotonic())
-            status_code = post(*to, body.encode(), headers, timeout)
+            # a few attempts at a time per receiver: a burst of connections would overflow its
+            # listen queue, and each dropped connection waits a second for its next SYN
+            gate = self._receivers.setdefault((to[1], to[0].port), threading.Semaphore(PER_HOST))
+            if not gate.acquire(timeout=max(0, deadline - time.monotonic())):
+                raise TimeoutError("no answer within WEBHOOK_TIMEOUT")
+            try:
+                timeout = max(0.1, deadline - time.monotonic())
+                status_code = post(*to, body.encode(), headers, timeout)
+            finally:
+                gate.release()
             if not 200 <= status_code < 300:
                 followed = " (redirects are not followed)" if 300 <= status_code < 400 else ""
                 error = f"answered {status_code}{followed}"
