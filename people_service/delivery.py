@@ -244,9 +244,6 @@ _lock = threading.Lock()
 def ensure(owner, config: dict) -> Deliverer:
     """The running worker of `owner` (an app's services) in this process, started if need be;
     it stops when `owner` is collected or stop_for(owner) is called."""
-    worker = _workers.get(owner)
-    if worker is not None and worker.pid == os.getpid():
-        return worker
     with _lock:
         worker = _workers.get(owner)
         if worker is None or worker.pid != os.getpid():
@@ -282,8 +279,5 @@ def observe(store) -> None:
     """Set the backlog gauges from the database, for a scrape of /metrics."""
     backlog = store.delivery_backlog()
     PENDING.set(backlog["pending"])
-    oldest = backlog["oldest"]
-    if oldest is None:
-        OLDEST.set(0)
-        return
-    OLDEST.set(max(0.0, time.time() - datetime.fromisoformat(oldest).timestamp()))
+    oldest = backlog["oldest"] and datetime.fromisoformat(backlog["oldest"]).timestamp()
+    OLDEST.set(max(0.0, time.time() - oldest) if oldest else 0)

@@ -104,9 +104,8 @@ class WebhookStore:
             return self.get_webhook(webhook_id)
 
     def delete_webhook(self, webhook_id: int) -> bool:
-        with self.transaction():
-            self._execute("DELETE FROM deliveries WHERE webhook_id = ?", (webhook_id,))
-            return self._changed("DELETE FROM webhooks WHERE id = ?", (webhook_id,))
+        """Delete a webhook; its deliveries go with it (ON DELETE CASCADE)."""
+        return self._changed("DELETE FROM webhooks WHERE id = ?", (webhook_id,))
 
     def rotate_webhook_secret(self, webhook_id: int, secret: str, until: float) -> bool:
         """A new secret; the one it replaces still signs until `until`."""
@@ -211,8 +210,7 @@ class WebhookStore:
             ).fetchone()
             if row["id"] is None:
                 return
-            self._execute("DELETE FROM deliveries WHERE event_id <= ?", (row["id"],))
-            self._execute("DELETE FROM events WHERE id <= ?", (row["id"],))
+            self._execute("DELETE FROM events WHERE id <= ?", (row["id"],))  # deliveries cascade
             self._execute(
                 "INSERT INTO settings (name, value) VALUES (?, ?)"
                 " ON CONFLICT (name) DO UPDATE SET value = excluded.value",
