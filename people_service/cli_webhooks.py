@@ -48,7 +48,7 @@ def add_to(cli: click.Group, *, opened, settings, table, database_help: str) -> 
                 "yes" if hook["enabled"] else "no",
                 hook["created_at"],
             )
-            for hook in webhooks.list_webhooks(opened(database))
+            for hook in opened(database).list_webhooks()
         ]
         table(("id", "url", "events", "enabled", "created"), rows)
 

@@ -108,14 +108,13 @@ def sse(event: dict) -> str:
     return f"id: {event['id']}\nevent: {event['type']}\ndata: {data}\n\n"
 
 
-def stream(
-    store, viewer: Viewer, cursor: int, types=(), *, lifetime: float, heartbeat: float
-) -> Iterator[str]:
-    """The events after `cursor` as they are committed, for `lifetime` seconds, a comment at
-    least every `heartbeat` seconds (a client that left is noticed at the next write), then a
-    `retry:` hint. Ends at once when the process stops serving."""
+def stream(store, viewer: Viewer, cursor: int, types: tuple, config: dict) -> Iterator[str]:
+    """The events after `cursor` as they are committed, for EVENT_STREAM_SECONDS, a comment at
+    least every EVENT_HEARTBEAT_SECONDS (a client that left is noticed at the next write), then
+    a `retry:` hint. Ends at once when the process stops serving."""
+    heartbeat = config["EVENT_HEARTBEAT_SECONDS"]
     written = time.monotonic()
-    deadline = written + lifetime
+    deadline = written + config["EVENT_STREAM_SECONDS"]
     yield f": events after {cursor}\n\n"  # the headers go out now, whatever happens next
     try:
         while not events.closing():

@@ -113,10 +113,6 @@ def create_webhook(store, data, config: dict) -> dict:
     return {**webhook, "secret": secret}
 
 
-def list_webhooks(store) -> list[dict]:
-    return store.list_webhooks()
-
-
 def get_webhook(store, webhook_id) -> dict:
     return _found(store.get_webhook(int(webhook_id)))
 

@@ -70,7 +70,7 @@ def create_webhook():
 @bp.get("/webhooks")
 @hook_doc("List the webhooks", ok={200: ("The webhooks.", WebhookOutSchema(many=True), [])})
 def list_webhooks():
-    return json_response(webhooks.list_webhooks(get_store()))
+    return json_response(get_store().list_webhooks())
 
 
 @bp.get("/webhooks/<id:webhook_id>")
