@@ -58,9 +58,8 @@ def _within(sock: socket.socket, deadline: float) -> None:
 
 
 def post(url: SplitResult, address: str, body: bytes, headers: dict, timeout: float) -> int:
-    """POST `body` to `url` at its checked `address` (TLS for its name), within `timeout`
-    seconds all told; the answer's status. Reads a few KiB at most, follows nothing. Raises
-    OSError."""
+    """POST `body` to `url` at its checked `address` (TLS for its name) within `timeout` seconds
+    all told; the answer's status. Reads a few KiB at most, follows nothing; raises OSError."""
     deadline = time.monotonic() + timeout
     port = url.port or (443 if url.scheme == "https" else 80)
     sock = socket.create_connection((address, port), timeout=timeout)
@@ -104,8 +103,7 @@ class Deliverer:
         self.paused: str | None = None  # why the database did not answer, while it does not
         self.thread: threading.Thread | None = None
         self._store = None
-        self._senders: ThreadPoolExecutor | None = None
-        self._resolvers: ThreadPoolExecutor | None = None  # DNS within the attempt's time
+        self._threads: ThreadPoolExecutor | None = None  # the attempts and their look-ups
         self._receivers: dict[tuple, threading.Semaphore] = {}
 
     @property
@@ -147,9 +145,8 @@ class Deliverer:
         if thread is not None and thread is not threading.current_thread() and wait:
             thread.join(wait)
         if thread is None or not thread.is_alive():
-            for pool in (self._senders, self._resolvers):
-                if pool is not None:
-                    pool.shutdown(wait=False)
+            if self._threads is not None:
+                self._threads.shutdown(wait=False)
             if self._store is not None and self.pid == os.getpid():
                 self._store.close()
 
@@ -166,10 +163,9 @@ class Deliverer:
         self.full = len(claimed) == SENDERS
         if not claimed:
             return 0
-        if self._senders is None:
-            self._senders = ThreadPoolExecutor(SENDERS, thread_name_prefix="webhook-send")
-            self._resolvers = ThreadPoolExecutor(SENDERS, thread_name_prefix="webhook-dns")
-        outcomes = list(self._senders.map(self.attempt, claimed))
+        if self._threads is None:  # as many again for the attempts' look-ups
+            self._threads = ThreadPoolExecutor(2 * SENDERS, thread_name_prefix="webhook")
+        outcomes = list(self._threads.map(self.attempt, claimed))
         self.store.record_deliveries(token, outcomes, self.clock())
         for outcome in outcomes:
             DELIVERIES.labels(OUTCOMES[outcome["status"]]).inc()
@@ -180,9 +176,9 @@ class Deliverer:
         status_code, error = None, None
         deadline = time.monotonic() + self.timeout  # the name's look-up included
         try:
-            # getaddrinfo has no timeout of its own: a hung resolver costs a resolver thread,
-            # never the claim (which ends 15 s after the attempt's time at the latest)
-            looked_up = self._resolvers.submit(
+            # getaddrinfo has no timeout of its own: a hung resolver costs a thread, never
+            # the claim (which ends 15 s after the attempt's time at the latest)
+            looked_up = self._threads.submit(
                 target, row["url"], self.config["WEBHOOK_ALLOW_PRIVATE"]
             )
             try:

@@ -56,7 +56,7 @@ class EventStore:
         return [event_out(row) for row in rows]
 
     def latest_event_id(self) -> int:
-        """The newest committed event's id (0 when none): the feed's cheap once-a-second poll."""
+        """The newest committed event's id (0 when none): where a stream without a cursor starts."""
         row = self._execute("SELECT max(id) AS latest FROM events").fetchone()
         return int(row["latest"] or 0)
 
