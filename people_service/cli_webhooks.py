@@ -43,7 +43,7 @@ def add_to(cli: click.Group, *, opened, settings, table) -> None:
                 "yes" if hook["enabled"] else "no",
                 hook["created_at"],
             )
-            for hook in webhooks.list_webhooks(opened())
+            for hook in opened().list_webhooks()
         ]
         table(("id", "url", "events", "enabled", "created"), rows)
 

@@ -1,9 +1,6 @@
 """Webhook delivery: a thread per process claims due deliveries, signs, posts, records."""
 
-import base64
-import hashlib
-import hmac
-import itertools
+import json
 import logging
 import os
 import re
@@ -14,23 +11,27 @@ import time
 import uuid
 import weakref
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime
+from datetime import UTC, datetime
+from urllib.parse import SplitResult
 
 from prometheus_client import Counter, Gauge
+from standardwebhooks.webhooks import Webhook
 
 from .config import retry_schedule
 from .errors import ServiceError
 from .store import iso, open_store
-from .store.webhooks import event_body
-from .webhooks import Target, target
+from .store.events import event_out
+from .webhooks import target
 
 log = logging.getLogger("people_service.delivery")
 
 POLL_SECONDS = 1.0  # an idle worker looks for due deliveries this often (one query)
+PER_HOST = 4  # attempts one process sends to one receiver at once
 SENDERS = 64  # attempts sent at once by one process; a claim takes at most this many
 MAX_ANSWER = 4096  # bytes of a receiver's answer read at most: its status line is enough
 PRUNE_SECONDS = 3600  # how often a worker removes what retention no longer keeps
 STATUS_LINE = re.compile(rb"HTTP/1\.[01] ([1-5][0-9][0-9])[ \r]")
+OUTCOMES = {"succeeded": "succeeded", "pending": "retrying", "failed": "failed"}  # metric labels
 
 DELIVERIES = Counter(
     "people_service_webhook_deliveries_total",
@@ -49,13 +50,6 @@ OLDEST = Gauge(
 )
 
 
-def sign(secret: str, msg_id: str, timestamp: int, body: bytes) -> str:
-    """A Standard Webhooks signature: v1, then base64 HMAC-SHA256 of id.timestamp.body."""
-    key = base64.b64decode(secret.removeprefix("whsec_"))
-    digest = hmac.new(key, f"{msg_id}.{timestamp}.".encode() + body, hashlib.sha256).digest()
-    return "v1," + base64.b64encode(digest).decode()
-
-
 def _within(sock: socket.socket, deadline: float) -> None:
     left = deadline - time.monotonic()
     if left <= 0:
@@ -63,16 +57,18 @@ def _within(sock: socket.socket, deadline: float) -> None:
     sock.settimeout(left)
 
 
-def post(to: Target, body: bytes, headers: dict, timeout: float) -> int:
-    """POST `body` to the checked address of `to` (TLS for its name), within `timeout` seconds
-    all told; the answer's status. Reads a few KiB at most, follows nothing. Raises OSError."""
+def post(url: SplitResult, address: str, body: bytes, headers: dict, timeout: float) -> int:
+    """POST `body` to `url` at its checked `address` (TLS for its name) within `timeout` seconds
+    all told; the answer's status. Reads a few KiB at most, follows nothing; raises OSError."""
     deadline = time.monotonic() + timeout
-    sock = socket.create_connection((to.address, to.port), timeout=timeout)
+    port = url.port or (443 if url.scheme == "https" else 80)
+    sock = socket.create_connection((address, port), timeout=timeout)
     try:
-        if to.scheme == "https":
+        if url.scheme == "https":
             _within(sock, deadline)
-            sock = ssl.create_default_context().wrap_socket(sock, server_hostname=to.host)
-        head = [f"POST {to.path} HTTP/1.1", f"Host: {to.host_header}"]
+            sock = ssl.create_default_context().wrap_socket(sock, server_hostname=url.hostname)
+        path = (url.path or "/") + (f"?{url.query}" if url.query else "")
+        head = [f"POST {path} HTTP/1.1", f"Host: {url.netloc}"]  # no credentials: checked
         head += [f"{name}: {value}" for name, value in headers.items()]
         head += [f"Content-Length: {len(body)}", "Connection: close", "", ""]
         _within(sock, deadline)
@@ -103,13 +99,12 @@ class Deliverer:
         self.lease = self.timeout + min(15, self.timeout + 2)
         self.pid = os.getpid()
         self.wakeup, self.stopping = threading.Event(), threading.Event()
-        self.tokens = (f"{uuid.uuid4().hex}-{n}" for n in itertools.count())
         self.pruned_at, self.full = 0.0, False
         self.paused: str | None = None  # why the database did not answer, while it does not
         self.thread: threading.Thread | None = None
         self._store = None
-        self._senders: ThreadPoolExecutor | None = None
-        self._resolvers: ThreadPoolExecutor | None = None  # DNS within the attempt's time
+        self._threads: ThreadPoolExecutor | None = None  # the attempts and their look-ups
+        self._receivers: dict[tuple, threading.Semaphore] = {}
 
     @property
     def store(self):
@@ -150,9 +145,8 @@ class Deliverer:
         if thread is not None and thread is not threading.current_thread() and wait:
             thread.join(wait)
         if thread is None or not thread.is_alive():
-            for pool in (self._senders, self._resolvers):
-                if pool is not None:
-                    pool.shutdown(wait=False)
+            if self._threads is not None:
+                self._threads.shutdown(wait=False)
             if self._store is not None and self.pid == os.getpid():
                 self._store.close()
 
@@ -164,29 +158,27 @@ class Deliverer:
         # the cheap look first, unless the last claim was full (more is surely due)
         if not self.full and not self.store.delivery_due(now):
             return 0
-        token = next(self.tokens)
+        token = uuid.uuid4().hex
         claimed = self.store.claim_deliveries(token, now, self.lease, SENDERS)
         self.full = len(claimed) == SENDERS
         if not claimed:
             return 0
-        if self._senders is None:
-            self._senders = ThreadPoolExecutor(SENDERS, thread_name_prefix="webhook-send")
-            self._resolvers = ThreadPoolExecutor(SENDERS, thread_name_prefix="webhook-dns")
-        outcomes = list(self._senders.map(self.attempt, claimed))
+        if self._threads is None:  # as many again for the attempts' look-ups
+            self._threads = ThreadPoolExecutor(2 * SENDERS, thread_name_prefix="webhook")
+        outcomes = list(self._threads.map(self.attempt, claimed))
         self.store.record_deliveries(token, outcomes, self.clock())
         for outcome in outcomes:
-            DELIVERIES.labels(outcome["outcome"]).inc()
+            DELIVERIES.labels(OUTCOMES[outcome["status"]]).inc()
         return len(claimed)
 
     def attempt(self, row: dict) -> dict:
         """Send one claimed delivery; what to record of it."""
         status_code, error = None, None
-        body, msg_id = event_body(row), str(row["event_id"])
         deadline = time.monotonic() + self.timeout  # the name's look-up included
         try:
-            # getaddrinfo has no timeout of its own: a hung resolver costs a resolver thread,
-            # never the claim (which ends 15 s after the attempt's time at the latest)
-            looked_up = self._resolvers.submit(
+            # getaddrinfo has no timeout of its own: a hung resolver costs a thread, never
+            # the claim (which ends 15 s after the attempt's time at the latest)
+            looked_up = self._threads.submit(
                 target, row["url"], self.config["WEBHOOK_ALLOW_PRIVATE"]
             )
             try:
@@ -195,7 +187,8 @@ class Deliverer:
                 raise TimeoutError("the host's name did not resolve in time") from None
             if to is None:
                 raise ConnectionError("the host does not resolve")
-            stamp = int(time.time())  # the receiver compares it with its own clock
+            body, msg_id = json.dumps(event_out(row), separators=(",", ":")), str(row["id"])
+            stamp = datetime.now(UTC)  # the receiver compares it with its own clock
             keys = [row["secret"]]
             if row["previous_secret"] and (row["previous_until"] or 0) > self.clock():
                 keys.append(row["previous_secret"])
@@ -203,33 +196,34 @@ class Deliverer:
                 "Content-Type": "application/json",
                 "User-Agent": "people-service-webhooks",
                 "webhook-id": msg_id,
-                "webhook-timestamp": str(stamp),
-                "webhook-signature": " ".join(sign(key, msg_id, stamp, body) for key in keys),
+                "webhook-timestamp": str(int(stamp.timestamp())),
+                "webhook-signature": " ".join(Webhook(k).sign(msg_id, stamp, body) for k in keys),
             }
-            status_code = post(to, body, headers, max(0.1, deadline - time.monotonic()))
+            # a few attempts at a time per receiver: a burst of connections would overflow its
+            # listen queue, and each dropped connection waits a second for its next SYN
+            gate = self._receivers.setdefault((to[1], to[0].port), threading.Semaphore(PER_HOST))
+            if not gate.acquire(timeout=max(0, deadline - time.monotonic())):
+                raise TimeoutError("no answer within WEBHOOK_TIMEOUT")
+            try:
+                timeout = max(0.1, deadline - time.monotonic())
+                status_code = post(*to, body.encode(), headers, timeout)
+            finally:
+                gate.release()
             if not 200 <= status_code < 300:
                 followed = " (redirects are not followed)" if 300 <= status_code < 400 else ""
                 error = f"answered {status_code}{followed}"
         except ValueError as exc:  # the address rules
             error = f"refused: {exc}"
-        except (OSError, ssl.SSLError) as exc:
+        except OSError as exc:  # ssl.SSLError too
             error = (str(exc) or type(exc).__name__)[:200]
-        attempts = row["attempts"] + 1
-        outcome = {
-            "webhook_id": row["webhook_id"],
-            "event_id": row["event_id"],
-            "attempts": attempts,
-            "status_code": status_code,
-            "error": error,
-            "gone": status_code == 410,
-            "next_attempt_at": self.clock(),
-        }
+        attempts, now = row["attempts"] + 1, self.clock()
+        outcome = {**row, "attempts": attempts, "status_code": status_code, "error": error}
         if error is None:
-            return {**outcome, "status": "succeeded", "outcome": "succeeded"}
+            return {**outcome, "status": "succeeded", "next_attempt_at": now}
         if attempts > len(self.schedule):
-            return {**outcome, "status": "failed", "outcome": "failed"}
-        outcome["next_attempt_at"] += self.schedule[attempts - 1]
-        return {**outcome, "status": "pending", "outcome": "retrying"}
+            return {**outcome, "status": "failed", "next_attempt_at": now}
+        delay = self.schedule[attempts - 1]
+        return {**outcome, "status": "pending", "next_attempt_at": now + delay}
 
     def prune(self, now: float) -> None:
         """Retention: events and finished deliveries older than EVENT_RETENTION_DAYS go."""
@@ -246,9 +240,6 @@ _lock = threading.Lock()
 def ensure(owner, config: dict) -> Deliverer:
     """The running worker of `owner` (an app's services) in this process, started if need be;
     it stops when `owner` is collected or stop_for(owner) is called."""
-    worker = _workers.get(owner)
-    if worker is not None and worker.pid == os.getpid():
-        return worker
     with _lock:
         worker = _workers.get(owner)
         if worker is None or worker.pid != os.getpid():
@@ -284,8 +275,5 @@ def observe(store) -> None:
     """Set the backlog gauges from the database, for a scrape of /metrics."""
     backlog = store.delivery_backlog()
     PENDING.set(backlog["pending"])
-    oldest = backlog["oldest"]
-    if oldest is None:
-        OLDEST.set(0)
-        return
-    OLDEST.set(max(0.0, time.time() - datetime.fromisoformat(oldest).timestamp()))
+    oldest = backlog["oldest"] and datetime.fromisoformat(backlog["oldest"]).timestamp()
+    OLDEST.set(max(0.0, time.time() - oldest) if oldest else 0)

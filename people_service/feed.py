@@ -7,62 +7,43 @@ import threading
 import time
 from collections.abc import Iterator
 
-from marshmallow import EXCLUDE, Schema, ValidationError, fields
+from marshmallow import EXCLUDE, Schema, ValidationError, fields, validate
 
 from . import events, schemas
 from .errors import InvalidArgument, ServiceError
 from .service import Viewer
 
 # an event id, or 0 (before the first); at most PostgreSQL's bigint
-CURSOR_PATTERN = r"^(0|[1-9][0-9]{0,17})$"
-CURSOR_RULE = "Must be an event id: a whole number, 0 or more."
+CURSOR = validate.Regexp(
+    r"^(0|[1-9][0-9]{0,17})$", error="Must be an event id: a whole number, 0 or more."
+)
+TYPE = "(" + "|".join(re.escape(name) for name in events.TYPES) + ")"
 TYPES_RULE = f"Use a comma list of {', '.join(events.TYPES)}."
 BATCH = 100  # events a stream reads per query
 RETRY_MS = 1000  # the `retry:` hint a stream ends with: reconnect a second later
-
-
-class Cursor(fields.String):
-    def __init__(self, **kwargs):
-        metadata = {"pattern": CURSOR_PATTERN, "example": "1234", **kwargs.pop("metadata", {})}
-        super().__init__(metadata=metadata, **kwargs)
-
-    def _deserialize(self, value, attr, data, **kwargs):
-        if not isinstance(value, str) or not re.fullmatch(CURSOR_PATTERN, value):
-            raise ValidationError(CURSOR_RULE)
-        return int(value)
-
-
-class EventTypes(fields.String):
-    """A comma list of event types, as a tuple without repeats."""
-
-    def _deserialize(self, value, attr, data, **kwargs):
-        names = value.split(",") if isinstance(value, str) and len(value) <= 500 else [""]
-        unknown = [name for name in names if name not in events.TYPES]
-        if unknown:
-            raise ValidationError(f"Unknown event type {unknown[0][:40]!r}. {TYPES_RULE}")
-        return tuple(dict.fromkeys(names))
+POLL_SECONDS = 1.0  # how often a stream asks for events that other processes committed
 
 
 class FeedQuerySchema(Schema):
     class Meta:
         unknown = EXCLUDE
 
-    after = Cursor(
+    after = fields.String(
+        validate=CURSOR,
         metadata={
             "description": "Events with a larger id than this one (the last id you saw); "
             "without it, from the oldest event kept. The stream starts after Last-Event-ID, "
-            "else after this, else from now."
-        }
+            "else after this, else from now.",
+            "example": "1234",
+        },
     )
     limit = schemas.Count(1, 1000, load_default=100)
-    type = EventTypes(
+    type = fields.String(
+        validate=validate.Regexp(f"^{TYPE}(,{TYPE})*$", error=f"Unknown event type. {TYPES_RULE}"),
         metadata={
             "description": f"Only events of these types. {TYPES_RULE}",
             "example": "person.created,person.deleted",
-            "pattern": "^{0}(,{0})*$".format(
-                "(" + "|".join(t.replace(".", "[.]") for t in events.TYPES) + ")"
-            ),
-        }
+        },
     )
 
 
@@ -82,16 +63,21 @@ def parse_query(args: dict) -> dict:
     """`after` (None when absent), `limit` and `type` (a tuple, empty for every type);
     InvalidArgument naming the parameter."""
     query = schemas.load(feed_query_schema, args, error=InvalidArgument)
-    return {"after": query.get("after"), "limit": query["limit"], "types": query.get("type", ())}
+    after, types = query.get("after"), query.get("type")
+    return {
+        "after": None if after is None else int(after),
+        "limit": query["limit"],
+        "types": tuple(dict.fromkeys(types.split(","))) if types else (),
+    }
 
 
 def parse_last_event_id(value: str) -> int:
     """The Last-Event-ID header as a cursor; InvalidArgument naming the header."""
-    if not re.fullmatch(CURSOR_PATTERN, value.strip()):
-        raise InvalidArgument(
-            f"Last-Event-ID: {CURSOR_RULE}", errors={"Last-Event-ID": [CURSOR_RULE]}
-        )
-    return int(value.strip())
+    try:
+        return int(CURSOR(value.strip()))
+    except ValidationError as error:
+        rule = error.messages[0]
+        raise InvalidArgument(f"Last-Event-ID: {rule}", errors={"Last-Event-ID": [rule]}) from None
 
 
 def check_kept(store, after: int | None) -> None:
@@ -122,34 +108,33 @@ def sse(event: dict) -> str:
     return f"id: {event['id']}\nevent: {event['type']}\ndata: {data}\n\n"
 
 
-def stream(
-    store, viewer: Viewer, cursor: int, types=(), *, lifetime: float, heartbeat: float
-) -> Iterator[str]:
-    """The events after `cursor` as they are committed, for `lifetime` seconds, a comment at
-    least every `heartbeat` seconds (a client that left is noticed at the next write), then a
-    `retry:` hint. Ends at once when the process stops serving."""
-    watch = events.watch(store)
-    deadline = time.monotonic() + lifetime
+def stream(store, viewer: Viewer, cursor: int, types: tuple, config: dict) -> Iterator[str]:
+    """The events after `cursor` as they are committed, for EVENT_STREAM_SECONDS, a comment at
+    least every EVENT_HEARTBEAT_SECONDS (a client that left is noticed at the next write), then
+    a `retry:` hint. Ends at once when the process stops serving."""
+    heartbeat = config["EVENT_HEARTBEAT_SECONDS"]
     written = time.monotonic()
+    deadline = written + config["EVENT_STREAM_SECONDS"]
     yield f": events after {cursor}\n\n"  # the headers go out now, whatever happens next
     try:
         while not events.closing():
-            seen = watch.latest  # read before the query: a commit after it wakes the wait
+            seen = events.commits()  # read before the query: a commit after it wakes the wait
             found = store.events_after(cursor, BATCH, tuple(types), viewer.filter)
             store.release()  # an idle stream holds no database connection
+            now = time.monotonic()
             if found:
                 cursor = int(found[-1]["id"])
                 yield "".join(map(sse, found))
-                written = time.monotonic()
+                written = now
                 if len(found) == BATCH:
                     continue
-            now = time.monotonic()
+            elif now - written >= heartbeat:
+                yield ":\n\n"
+                written = now
             if now >= deadline:
                 break
-            if not watch.wait(seen, min(deadline, written + heartbeat) - now):
-                if time.monotonic() - written >= heartbeat:
-                    yield ":\n\n"
-                    written = time.monotonic()
+            # other processes' and instances' commits are found by the next query
+            events.wait(seen, min(POLL_SECONDS, deadline - now, written + heartbeat - now))
         yield f"retry: {RETRY_MS}\n\n"
     finally:
         store.release()
@@ -159,18 +144,12 @@ class Slots:
     """How many streams this process holds, at most `limit` (counted per process: a fork
     starts from none)."""
 
-    def __init__(self):
-        self.pid = 0
+    pid = 0
 
     def take(self, limit: int) -> bool:
         if self.pid != os.getpid():
-            self.pid, self.lock, self.held = os.getpid(), threading.Lock(), 0
-        with self.lock:
-            if self.held >= limit:
-                return False
-            self.held += 1
-            return True
+            self.pid, self.held = os.getpid(), threading.BoundedSemaphore(limit)
+        return self.held.acquire(blocking=False)
 
     def give(self) -> None:
-        with self.lock:
-            self.held -= 1
+        self.held.release()

@@ -190,38 +190,30 @@ def people_by_ids(store, person_ids: list[str]) -> dict[str, dict]:
     return {str(row["id"]): person_out(row) for row in rows}
 
 
-def _both(store, person_id, friend_id) -> tuple[int, int]:
-    """Both ids, each person locked (in id order, so two requests never wait on each other)."""
-    a, b = parse_id(person_id), parse_id(friend_id)
-    found = {key: store.get_person(key, lock=True) for key in sorted({a, b})}
-    for key, given in ((a, person_id), (b, friend_id)):
-        if found[key] is None:
-            raise NotFound(f"No person with id '{given}'.")
-    return a, b
-
-
 def add_friend(store, person_id, friend_id) -> dict:
     """Make two people friends (mutual, idempotent); returns the first person."""
-    with store.transaction():
-        a, b = _both(store, person_id, friend_id)
-        if a == b:
-            raise Invalid.of_field("friend_id", "A person cannot befriend themselves.")
-        if store.add_friendship(a, b):
-            events.record(store, "friendship.created", _pair(a, b))
-    return get_person(store, a)
+    return _friendship(store, person_id, friend_id, "friendship.created")
 
 
 def remove_friend(store, person_id, friend_id) -> dict:
     """End a friendship (fine when there was none); returns the first person."""
+    return _friendship(store, person_id, friend_id, "friendship.deleted")
+
+
+def _friendship(store, person_id, friend_id, event_type: str) -> dict:
+    a, b = parse_id(person_id), parse_id(friend_id)
+    adding = event_type == "friendship.created"
     with store.transaction():
-        a, b = _both(store, person_id, friend_id)
-        if store.remove_friendship(a, b):
-            events.record(store, "friendship.deleted", _pair(a, b))
+        # each person locked, in id order, so two requests never wait on each other
+        found = {key: store.get_person(key, lock=True) for key in sorted({a, b})}
+        for key, given in ((a, person_id), (b, friend_id)):
+            if found[key] is None:
+                raise NotFound(f"No person with id '{given}'.")
+        if adding and a == b:
+            raise Invalid.of_field("friend_id", "A person cannot befriend themselves.")
+        if (store.add_friendship if adding else store.remove_friendship)(a, b):
+            events.record(store, event_type, {"person_id": str(a), "friend_id": str(b)})
     return get_person(store, a)
-
-
-def _pair(person_id: int, friend_id: int) -> dict:
-    return {"person_id": str(person_id), "friend_id": str(friend_id)}
 
 
 def list_friends(store, person_id, *, limit=None, offset=None) -> tuple[list[dict], int, dict]:

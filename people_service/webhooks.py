@@ -5,8 +5,7 @@ import ipaddress
 import secrets
 import socket
 import time
-from dataclasses import dataclass
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 from marshmallow import Schema, fields, validate
 
@@ -39,23 +38,6 @@ class WebhookPatchSchema(WebhookSchema):
 create_schema, patch_schema = WebhookSchema(), WebhookPatchSchema()
 
 
-@dataclass(frozen=True)
-class Target:
-    """Where a URL's requests go: the address that was checked, and the names to send."""
-
-    scheme: str
-    host: str  # the name, for the Host header and TLS
-    port: int
-    path: str
-    address: str  # the checked address to connect to
-
-    @property
-    def host_header(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        default = 443 if self.scheme == "https" else 80
-        return host if self.port == default else f"{host}:{self.port}"
-
-
 def refused(address: str) -> str | None:
     """Why an address may not be a webhook's (loopback, private, ...), or None: only global
     unicast addresses are allowed (an IPv4 inside 6to4, Teredo or a mapped IPv6 included)."""
@@ -70,9 +52,10 @@ def refused(address: str) -> str | None:
     return None
 
 
-def target(url: str, allow_private: bool, *, resolve: bool = True) -> Target | None:
-    """Check a URL by SPEC 11c's rules and resolve its host once; raises ValueError with the
-    reason. None when the host does not resolve now (resolve=False: never resolved)."""
+def target(url: str, allow_private: bool) -> tuple[SplitResult, str] | None:
+    """Check a URL by SPEC 11c's rules and resolve its host once: the URL's parts and the
+    checked address to connect to; raises ValueError with the reason. None when the host does
+    not resolve now."""
     if not url.isascii() or any(char <= " " or char == "\x7f" for char in url):
         raise ValueError("Must be ASCII without spaces (percent-encode other characters).")
     parts = urlsplit(url)
@@ -81,17 +64,14 @@ def target(url: str, allow_private: bool, *, resolve: bool = True) -> Target | N
     if parts.username is not None or parts.password is not None:
         raise ValueError("Must not carry credentials.")
     try:
-        host, port = parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
+        host, port = parts.hostname, parts.port
     except ValueError:
         raise ValueError("Has an invalid port.") from None
     if not host:
         raise ValueError("Must name a host.")
-    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    name = host.rstrip(".").lower()
+    name = host.rstrip(".")
     if not allow_private and (name == "localhost" or name.endswith(".localhost")):
         raise ValueError("Its host is a loopback name (localhost), which is not allowed.")
-    if not resolve:
-        return None
     try:
         found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (OSError, UnicodeError):
@@ -101,7 +81,7 @@ def target(url: str, allow_private: bool, *, resolve: bool = True) -> Target | N
         for address in addresses:
             if reason := refused(address):
                 raise ValueError(f"Its host resolves to a {reason}, which is not allowed.")
-    return Target(parts.scheme, host, port, path, addresses[0])
+    return parts, addresses[0]
 
 
 def checked(data: dict, config: dict) -> dict:
@@ -131,10 +111,6 @@ def create_webhook(store, data, config: dict) -> dict:
         loaded["url"], loaded.get("events"), loaded.get("description"), secret
     )
     return {**webhook, "secret": secret}
-
-
-def list_webhooks(store) -> list[dict]:
-    return store.list_webhooks()
 
 
 def get_webhook(store, webhook_id) -> dict:

@@ -99,19 +99,11 @@ def _stream(store, viewer, query, resume: int | None):
             ),
             {"Retry-After": RETRY_AFTER},
         )
-    body = feed.stream(
-        store,
-        viewer,
-        cursor,
-        query["types"],
-        lifetime=config["EVENT_STREAM_SECONDS"],
-        heartbeat=config["EVENT_HEARTBEAT_SECONDS"],
-    )
-    response = Response(body, mimetype=STREAM)
-    response.call_on_close(slots.give)  # however the stream ends, even before it started
+    body = feed.stream(store, viewer, cursor, query["types"], config)
     # no cache or proxy may buffer or keep it
-    response.headers.update({"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
-    response.headers["Vary"] = "Accept"
+    headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no", "Vary": "Accept"}
+    response = Response(body, mimetype=STREAM, headers=headers)
+    response.call_on_close(slots.give)  # however the stream ends, even before it started
     return response
 
 

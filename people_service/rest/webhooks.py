@@ -1,6 +1,5 @@
 """REST resources for webhooks and their deliveries (scope admin), and the delivery thread."""
 
-import functools
 from functools import partial
 
 from flask import Blueprint, current_app, request, url_for
@@ -8,7 +7,6 @@ from marshmallow import Schema, fields
 from werkzeug.wrappers import Response
 
 from .. import schemas, webhooks
-from ..events import TYPES
 from ..web import get_store
 from ..web.caller import authenticate, check_scope
 from ..web.jsonio import PATCH_TYPES, json_body, json_response
@@ -19,16 +17,11 @@ strict_query(bp)
 hook_doc = partial(doc, tag="webhooks", errors=[403])
 
 
-def admin(view):
-    """Views that need the scope 'admin'."""
-
-    @functools.wraps(view)
-    def wrapper(*args, **kwargs):
+@bp.before_request
+def admin() -> None:
+    """Every route here needs the scope 'admin' (Flask answers OPTIONS itself)."""
+    if request.method != "OPTIONS":
         check_scope(authenticate(), "admin")
-        return view(*args, **kwargs)
-
-    wrapper.requires_auth = True
-    return wrapper
 
 
 class WebhookOutSchema(Schema):
@@ -63,7 +56,6 @@ WEBHOOK = ("The webhook (never its secret).", WebhookOutSchema, [])
 
 
 @bp.post("/webhooks")
-@admin
 @hook_doc(
     "Create a webhook: the events committed from now on, of its types, are posted to its URL",
     body=webhooks.WebhookSchema,
@@ -76,21 +68,18 @@ def create_webhook():
 
 
 @bp.get("/webhooks")
-@admin
 @hook_doc("List the webhooks", ok={200: ("The webhooks.", WebhookOutSchema(many=True), [])})
 def list_webhooks():
-    return json_response(webhooks.list_webhooks(get_store()))
+    return json_response(get_store().list_webhooks())
 
 
 @bp.get("/webhooks/<id:webhook_id>")
-@admin
 @hook_doc("Get a webhook", ok={200: WEBHOOK})
 def get_webhook(webhook_id):
     return json_response(webhooks.get_webhook(get_store(), webhook_id))
 
 
 @bp.patch("/webhooks/<id:webhook_id>")
-@admin
 @hook_doc(
     "Change a webhook's url, events, description or enabled (enabling sends what waited)",
     body=webhooks.WebhookPatchSchema,
@@ -102,7 +91,6 @@ def update_webhook(webhook_id):
 
 
 @bp.delete("/webhooks/<id:webhook_id>")
-@admin
 @hook_doc("Delete a webhook and its deliveries", ok={204: ("Deleted.", None, [])})
 def delete_webhook(webhook_id):
     webhooks.delete_webhook(get_store(), webhook_id)
@@ -110,7 +98,6 @@ def delete_webhook(webhook_id):
 
 
 @bp.post("/webhooks/<id:webhook_id>/rotate-secret")
-@admin
 @hook_doc(
     "A new secret; for 24 hours deliveries are signed by the new and the previous one",
     ok={200: ("The new secret, shown only here.", SecretSchema, [])},
@@ -120,7 +107,6 @@ def rotate_secret(webhook_id):
 
 
 @bp.get("/webhooks/<id:webhook_id>/deliveries")
-@admin
 @hook_doc(
     "A webhook's deliveries, one per event, newest first",
     query=schemas.PageSchema,
@@ -132,7 +118,6 @@ def list_deliveries(webhook_id):
 
 
 @bp.post("/webhooks/<id:webhook_id>/deliveries/<id:event_id>/retry")
-@admin
 @hook_doc(
     "Send an event to the webhook again, now, with a fresh retry schedule",
     ok={202: ("The delivery is pending again.", None, [])},
@@ -156,12 +141,21 @@ SIGNATURE_HEADERS = {
     "webhook-signature": "v1,<base64 HMAC-SHA256 of id.timestamp.body>; during a rotation two, "
     "separated by a space (Standard Webhooks).",
 }
+STRING = {"type": "string"}
 
 
 def openapi_webhooks() -> dict:
     """The OpenAPI 3.1 `webhooks` object: what each event type posts to a receiver."""
+    headers = [
+        {"in": "header", "name": name, "required": True, "schema": STRING, "description": text}
+        for name, text in SIGNATURE_HEADERS.items()
+    ]
+    responses = {
+        "2XX": {"description": "Received; any other answer is retried later."},
+        "410": {"description": "Gone: the webhook is disabled at once."},
+    }
     described = {}
-    for event_type in TYPES:
+    for event_type, data in EVENT_DATA.items():
         event = {
             "type": "object",
             "required": ["id", "type", "timestamp", "data"],
@@ -169,31 +163,16 @@ def openapi_webhooks() -> dict:
                 "id": {"type": "string", "examples": ["1234"]},
                 "type": {"const": event_type},
                 "timestamp": {"type": "string", "format": "date-time"},
-                "data": {"type": "object", "description": EVENT_DATA[event_type]},
+                "data": {"type": "object", "description": data},
             },
         }
-        headers = [
-            {
-                "in": "header",
-                "name": name,
-                "required": True,
-                "schema": {"type": "string"},
-                "description": text,
-            }
-            for name, text in SIGNATURE_HEADERS.items()
-        ]
+        body = {"required": True, "content": {"application/json": {"schema": event}}}
         described[event_type] = {
             "post": {
                 "summary": f"{event_type}, posted to each webhook that takes it",
                 "parameters": headers,
-                "requestBody": {
-                    "required": True,
-                    "content": {"application/json": {"schema": event}},
-                },
-                "responses": {
-                    "2XX": {"description": "Received; any other answer is retried later."},
-                    "410": {"description": "Gone: the webhook is disabled at once."},
-                },
+                "requestBody": body,
+                "responses": responses,
             }
         }
     return described

@@ -9,6 +9,12 @@ from .people import insert, now_iso
 EVENT_ORDER_LOCK = 7_351_001
 
 
+def event_out(row: dict) -> dict:
+    """An event as clients see it (the feed, a webhook's body)."""
+    data = json.loads(row["data"])
+    return {"id": str(row["id"]), "type": row["type"], "timestamp": row["created_at"], "data": data}
+
+
 class EventStore:
     # PostgreSQL: taken just before an event is inserted and held to the commit, so that ids
     # are drawn in the order their transactions commit; SQLite has one writer at a time anyway
@@ -23,7 +29,12 @@ class EventStore:
         columns = ("type", "data", "sender_id", "created_at")
         text = json.dumps(data, separators=(",", ":"))
         event_id = self._insert(insert("events", columns), (event_type, text, sender_id, now))
-        self.insert_deliveries(event_id, event_type, time.time())
+        # a delivery for every webhook that takes its type, committed with the event or not at all
+        self._execute(
+            "INSERT INTO deliveries (webhook_id, event_id, next_attempt_at)"
+            " SELECT id, ?, ? FROM webhooks WHERE events IS NULL OR events LIKE ?",
+            (event_id, time.time(), f"%,{event_type},%"),
+        )
         return {"id": str(event_id), "type": event_type, "timestamp": now, "data": data}
 
     def events_after(
@@ -42,18 +53,10 @@ class EventStore:
             f"SELECT id, type, data, created_at FROM events WHERE {where} ORDER BY id LIMIT ?",
             (*params, limit),
         )
-        return [
-            {
-                "id": str(row["id"]),
-                "type": row["type"],
-                "timestamp": row["created_at"],
-                "data": json.loads(row["data"]),
-            }
-            for row in rows
-        ]
+        return [event_out(row) for row in rows]
 
     def latest_event_id(self) -> int:
-        """The newest committed event's id (0 when none): the feed's cheap once-a-second poll."""
+        """The newest committed event's id (0 when none): where a stream without a cursor starts."""
         row = self._execute("SELECT max(id) AS latest FROM events").fetchone()
         return int(row["latest"] or 0)
 

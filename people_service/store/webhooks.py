@@ -1,7 +1,5 @@
 """Webhooks and their deliveries: the tables, the claims that share the work, retention."""
 
-import json
-
 from .people import insert, now_iso
 
 SCHEMA = """
@@ -41,7 +39,7 @@ DELIVERY_COLUMNS = (
 )
 # what a claimed delivery needs to be sent: the event, where to, and the secrets that sign it
 CLAIMED = (
-    "SELECT d.webhook_id, d.event_id, d.attempts, e.type, e.data, e.created_at, w.url, w.secret,"
+    "SELECT d.webhook_id, d.attempts, e.id, e.type, e.data, e.created_at, w.url, w.secret,"
     " w.previous_secret, w.previous_until FROM deliveries d JOIN events e ON e.id = d.event_id"
     " JOIN webhooks w ON w.id = d.webhook_id WHERE d.lease_token = ?"
 )
@@ -71,15 +69,6 @@ def webhook_out(row: dict) -> dict:
 
 
 class WebhookStore:
-    def insert_deliveries(self, event_id: int, event_type: str, now: float) -> None:
-        """A pending delivery of an event for every webhook that takes its type (in the
-        event's transaction: committed with it, or not at all)."""
-        self._execute(
-            "INSERT INTO deliveries (webhook_id, event_id, next_attempt_at)"
-            " SELECT id, ?, ? FROM webhooks WHERE events IS NULL OR events LIKE ?",
-            (event_id, now, f"%,{event_type},%"),
-        )
-
     def insert_webhook(self, url, events, description, secret) -> dict:
         columns = ("url", "events", "description", "secret", "created_at")
         values = (url, events_text(events), description, secret, now_iso())
@@ -115,9 +104,8 @@ class WebhookStore:
             return self.get_webhook(webhook_id)
 
     def delete_webhook(self, webhook_id: int) -> bool:
-        with self.transaction():
-            self._execute("DELETE FROM deliveries WHERE webhook_id = ?", (webhook_id,))
-            return self._changed("DELETE FROM webhooks WHERE id = ?", (webhook_id,))
+        """Delete a webhook; its deliveries go with it (ON DELETE CASCADE)."""
+        return self._changed("DELETE FROM webhooks WHERE id = ?", (webhook_id,))
 
     def rotate_webhook_secret(self, webhook_id: int, secret: str, until: float) -> bool:
         """A new secret; the one it replaces still signs until `until`."""
@@ -168,10 +156,9 @@ class WebhookStore:
             )
             return self._execute(CLAIMED, (token,)).fetchall() if claimed else []
 
-    def record_deliveries(self, token: str, outcomes: list[dict], now: float) -> int:
-        """Record attempts (webhook_id, event_id, status, attempts, next_attempt_at,
-        status_code, error, gone) still leased to `token`, in one transaction; how many."""
-        recorded = 0
+    def record_deliveries(self, token: str, outcomes: list[dict], now: float) -> None:
+        """Record attempts (webhook_id, id: the event's, status, attempts, next_attempt_at,
+        status_code, error) still leased to `token`, in one transaction."""
         with self.transaction():
             for out in outcomes:
                 done = out["status"] != "pending"
@@ -189,29 +176,27 @@ class WebhookStore:
                         now_iso() if out["status"] == "succeeded" else None,
                         now if done else None,
                         out["webhook_id"],
-                        out["event_id"],
+                        out["id"],
                         token,
                     ),
                 )
-                recorded += mine
-                if out["gone"] and mine:  # a stale claim's 410 never undoes a re-enable
+                # a stale claim's 410 never undoes a re-enable
+                if out["status_code"] == 410 and mine:
                     self._execute(
                         "UPDATE webhooks SET enabled = 0 WHERE id = ?", (out["webhook_id"],)
                     )
-        return recorded
 
     def delivery_backlog(self) -> dict:
         """Pending deliveries and the age in seconds of the oldest, for /metrics."""
-        row = self._execute(
+        return self._execute(
             "SELECT count(*) AS pending, min(e.created_at) AS oldest FROM deliveries d"
             " JOIN events e ON e.id = d.event_id WHERE d.status = 'pending'"
         ).fetchone()
-        return {"pending": row["pending"], "oldest": row["oldest"]}
 
-    def prune_events(self, before_iso: str, before: float) -> int | None:
+    def prune_events(self, before_iso: str, before: float) -> None:
         """Remove events older than `before_iso` (their finished deliveries with them) up to the
         first one with a pending delivery, and finished deliveries older than `before`; record
-        the highest event id removed. Returns it."""
+        the highest event id removed."""
         with self.transaction():
             self._execute(
                 "DELETE FROM deliveries WHERE status <> 'pending' AND finished_at < ?", (before,)
@@ -224,23 +209,10 @@ class WebhookStore:
                 (before_iso,),
             ).fetchone()
             if row["id"] is None:
-                return None
-            self._execute("DELETE FROM deliveries WHERE event_id <= ?", (row["id"],))
-            self._execute("DELETE FROM events WHERE id <= ?", (row["id"],))
+                return
+            self._execute("DELETE FROM events WHERE id <= ?", (row["id"],))  # deliveries cascade
             self._execute(
                 "INSERT INTO settings (name, value) VALUES (?, ?)"
                 " ON CONFLICT (name) DO UPDATE SET value = excluded.value",
                 (PRUNED_THROUGH, str(row["id"])),
             )
-            return row["id"]
-
-
-def event_body(row: dict) -> bytes:
-    """The JSON a delivery posts: the event as the feed shows it."""
-    event = {
-        "id": str(row["event_id"]),
-        "type": row["type"],
-        "timestamp": row["created_at"],
-        "data": json.loads(row["data"]),
-    }
-    return json.dumps(event, separators=(",", ":")).encode()
