@@ -6,7 +6,7 @@ Builds the database bench/run.py builds (10,000 people, a key with its own huge 
 `people-service serve --threads N` (so EVENT_STREAMS is N/2: four with the default 8 threads),
 and runs wrk on GET /person/{id}: alternately with no stream open and with four streams open
 (each read by a thread of this script, as a dashboard would; no events are written, so each
-stream costs its heartbeat and its once-a-second query). Prints the median req/s of
+stream costs its heartbeat and the process's once-a-second query). Prints the median req/s of
 each and the loss; the issue's target is at most 5 %.
 """
 

@@ -7,21 +7,20 @@ import threading
 import time
 from collections.abc import Iterator
 
-from marshmallow import EXCLUDE, Schema, ValidationError, fields, validate
+from marshmallow import EXCLUDE, Schema, ValidationError, fields
 
 from . import events, schemas
 from .errors import InvalidArgument, ServiceError
 from .service import Viewer
 
 # an event id, or 0 (before the first); at most PostgreSQL's bigint
-CURSOR = validate.Regexp(
-    r"^(0|[1-9][0-9]{0,17})$", error="Must be an event id: a whole number, 0 or more."
-)
+CURSOR_PATTERN = r"^(0|[1-9][0-9]{0,17})$"
+CURSOR = schemas.full_match(CURSOR_PATTERN, "Must be an event id: a whole number, 0 or more.")
 TYPE = "(" + "|".join(re.escape(name) for name in events.TYPES) + ")"
+TYPES_PATTERN = f"^{TYPE}(,{TYPE})*$"
 TYPES_RULE = f"Use a comma list of {', '.join(events.TYPES)}."
 BATCH = 100  # events a stream reads per query
 RETRY_MS = 1000  # the `retry:` hint a stream ends with: reconnect a second later
-POLL_SECONDS = 1.0  # how often a stream asks for events that other processes committed
 
 
 class FeedQuerySchema(Schema):
@@ -35,12 +34,14 @@ class FeedQuerySchema(Schema):
             "without it, from the oldest event kept. The stream starts after Last-Event-ID, "
             "else after this, else from now.",
             "example": "1234",
+            "pattern": CURSOR_PATTERN,  # as written: `full_match` ends it with Python's \Z
         },
     )
     limit = schemas.Count(1, 1000, load_default=100)
     type = fields.String(
-        validate=validate.Regexp(f"^{TYPE}(,{TYPE})*$", error=f"Unknown event type. {TYPES_RULE}"),
+        validate=schemas.full_match(TYPES_PATTERN, f"Unknown event type. {TYPES_RULE}"),
         metadata={
+            "pattern": TYPES_PATTERN,
             "description": f"Only events of these types. {TYPES_RULE}",
             "example": "person.created,person.deleted",
         },
@@ -112,29 +113,29 @@ def stream(store, viewer: Viewer, cursor: int, types: tuple, config: dict) -> It
     """The events after `cursor` as they are committed, for EVENT_STREAM_SECONDS, a comment at
     least every EVENT_HEARTBEAT_SECONDS (a client that left is noticed at the next write), then
     a `retry:` hint. Ends at once when the process stops serving."""
-    heartbeat = config["EVENT_HEARTBEAT_SECONDS"]
+    heartbeat, watch = config["EVENT_HEARTBEAT_SECONDS"], events.watch(store)
     written = time.monotonic()
     deadline = written + config["EVENT_STREAM_SECONDS"]
     yield f": events after {cursor}\n\n"  # the headers go out now, whatever happens next
     try:
         while not events.closing():
-            seen = events.commits()  # read before the query: a commit after it wakes the wait
+            seen = watch.latest  # read before the query: a commit after it wakes the wait
             found = store.events_after(cursor, BATCH, tuple(types), viewer.filter)
             store.release()  # an idle stream holds no database connection
-            now = time.monotonic()
             if found:
                 cursor = int(found[-1]["id"])
                 yield "".join(map(sse, found))
-                written = now
+                written = time.monotonic()
                 if len(found) == BATCH:
                     continue
-            elif now - written >= heartbeat:
-                yield ":\n\n"
-                written = now
+            now = time.monotonic()
             if now >= deadline:
                 break
-            # other processes' and instances' commits are found by the next query
-            events.wait(seen, min(POLL_SECONDS, deadline - now, written + heartbeat - now))
+            # one poller a process finds other processes' commits: no query per idle stream
+            if not watch.wait(seen, min(deadline, written + heartbeat) - now):
+                if time.monotonic() - written >= heartbeat:
+                    yield ":\n\n"
+                    written = time.monotonic()
         yield f"retry: {RETRY_MS}\n\n"
     finally:
         store.release()

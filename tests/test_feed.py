@@ -113,12 +113,14 @@ def test_an_after_older_than_the_events_kept_is_410(client, headers, store):
         ("after=01", "after"),
         ("after=", "after"),
         ("after=99999999999999999999", "after"),
+        ("after=5%0A", "after"),  # Python's `$` alone would take the newline
         ("limit=0", "limit"),
         ("limit=1001", "limit"),
         ("limit=ten", "limit"),
         ("type=person.born", "type"),
         ("type=", "type"),
         ("type=person.created,,person.deleted", "type"),
+        ("type=person.created%0A", "type"),
         ("offset=3", "offset"),
     ],
 )

@@ -227,6 +227,6 @@ def end_request(error=None) -> None:
 
     store = services().store
     store.release()
-    if events.committed():
+    if events.committed(store):
         delivery.wake()
     logs.request_id.set("-")
