@@ -452,3 +452,30 @@ def test_each_of_40_events_is_delivered_once(tmp_path, mode):
         for server in servers:
             server.stop()
         receiver.close()
+
+
+def test_a_slow_receiver_gets_every_delivery_and_none_fails_waiting_for_its_turn(tmp_path):
+    """A process sends a few attempts at a time to one receiver: one that waits its turn past
+    WEBHOOK_TIMEOUT goes back to the queue unspent, never recorded as a failed attempt."""
+    app = make_app(
+        tmp_path, WEBHOOK_ALLOW_PRIVATE=True, WEBHOOK_RETRY_SCHEDULE="30", WEBHOOK_TIMEOUT=1
+    )
+    slow = Receiver(lambda request: time.sleep(0.6) or 204)
+    try:
+        client = app.test_client()
+        admin = {"X-API-Key": new_key(app, "admin", "read,write,admin")}
+        hook = create(client, admin, slow.url)
+        for n in range(3 * delivery.PER_HOST):  # three turns of 0.6 s: past the 1 s timeout
+            client.post("/person", json={"name": f"P{n}"}, headers=admin)
+
+        def all_succeeded():
+            found = deliveries(client, admin, hook["id"])
+            return found if all(d["status"] == "succeeded" for d in found) else None
+
+        shown = wait_for(all_succeeded, timeout=30)
+        assert len(shown) == 3 * delivery.PER_HOST
+        assert {(d["attempts"], d["last_error"]) for d in shown} == {(1, None)}
+        assert sorted(slow.ids()) == sorted(d["event_id"] for d in shown)  # each sent once
+    finally:
+        slow.close()
+        close_app(app)

@@ -39,7 +39,8 @@ DELIVERY_COLUMNS = (
 )
 # what a claimed delivery needs to be sent: the event, where to, and the secrets that sign it
 CLAIMED = (
-    "SELECT d.webhook_id, d.attempts, e.id, e.type, e.data, e.created_at, w.url, w.secret,"
+    "SELECT d.webhook_id, d.attempts, d.last_status_code, d.last_error, e.id, e.type, e.data,"
+    " e.created_at, w.url, w.secret,"
     " w.previous_secret, w.previous_until FROM deliveries d JOIN events e ON e.id = d.event_id"
     " JOIN webhooks w ON w.id = d.webhook_id WHERE d.lease_token = ?"
 )
