@@ -60,9 +60,9 @@ def test_programs_get_json(header):
         ("application/json; charset=utf-8", JSON),
         ("application/graphql-response+json; charset=utf-8", GRAPHQL_RESPONSE),
         ("Application/JSON;Charset=UTF-8", JSON),
-        # quality decides, then the more specific range, then the server's order
+        # quality decides, then the more specific range, then the client's order
         ("application/json;q=0.5, application/graphql-response+json", GRAPHQL_RESPONSE),
-        ("application/graphql-response+json, application/json", JSON),
+        ("application/graphql-response+json, application/json", GRAPHQL_RESPONSE),
         ("application/json, application/graphql-response+json", JSON),
         ("application/*", JSON),
         ("*/*, application/graphql-response+json", GRAPHQL_RESPONSE),
