@@ -82,6 +82,25 @@ def test_best_match_over_the_json_types(header, expected):
     assert best_match((JSON, GRAPHQL_RESPONSE), header) == expected
 
 
+# graphql-http and graphql-request send the first, urql the second: on equal quality the
+# client's order decides (werkzeug's best_match would keep ours and answer application/json)
+@pytest.mark.parametrize(
+    "header",
+    [
+        "application/graphql-response+json, application/json",
+        "application/graphql-response+json, application/graphql+json, application/json, "
+        "text/event-stream, multipart/mixed",
+    ],
+)
+def test_graphql_clients_listing_the_graphql_type_first_get_it(client, headers, header):
+    response = client.get("/graphql?query=%7B", headers={**headers, "Accept": header})
+    assert response.status_code == 400 and response.content_type == GRAPHQL_RESPONSE
+
+
+def test_text_html_first_at_equal_quality_is_a_page():
+    assert best_match((JSON, HTML), "text/html, application/json") == HTML
+
+
 def test_html_refused_with_q0_is_not_chosen_for_a_wildcard():
     assert best_match((HTML, JSON), "text/html;q=0, */*;q=0.5") == JSON
     assert best_match((JSON, HTML), "text/*") == HTML
