@@ -267,8 +267,6 @@ class UsageTracker:
                 self.flush()
             except Exception:  # never the end of counting: the next round tries again
                 log.exception("usage flush failed")
-            finally:
-                self.store.release()  # the next flush checks the file again
 
     def flush(self) -> None:
         """Write the pending counts; on failure they are kept for the next flush."""

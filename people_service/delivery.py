@@ -130,8 +130,6 @@ class Deliverer:
             except Exception:  # a bug: the next round retries
                 log.exception("webhook delivery failed; retrying")
                 busy = 0
-            finally:
-                self.store.release()
             if not busy:
                 self.wakeup.wait(POLL_SECONDS)
                 self.wakeup.clear()

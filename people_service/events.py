@@ -54,8 +54,6 @@ class Watch:
         except ServiceError as error:  # the database is away for now: ask again later
             log.warning("cannot read the newest event: %s", error)
             return self.latest
-        finally:
-            self.store.release()  # a poll holds no connection between polls
         with self.changed:
             if latest > self.latest:
                 self.latest = latest

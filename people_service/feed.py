@@ -117,28 +117,24 @@ def stream(store, viewer: Viewer, cursor: int, types: tuple, config: dict) -> It
     written = time.monotonic()
     deadline = written + config["EVENT_STREAM_SECONDS"]
     yield f": events after {cursor}\n\n"  # the headers go out now, whatever happens next
-    try:
-        while not events.closing():
-            seen = watch.latest  # read before the query: a commit after it wakes the wait
-            found = store.events_after(cursor, BATCH, tuple(types), viewer.filter)
-            store.release()  # an idle stream holds no database connection
-            if found:
-                cursor = int(found[-1]["id"])
-                yield "".join(map(sse, found))
+    while not events.closing():
+        seen = watch.latest  # read before the query: a commit after it wakes the wait
+        found = store.events_after(cursor, BATCH, tuple(types), viewer.filter)
+        if found:
+            cursor = int(found[-1]["id"])
+            yield "".join(map(sse, found))
+            written = time.monotonic()
+            if len(found) == BATCH:
+                continue
+        now = time.monotonic()
+        if now >= deadline:
+            break
+        # one poller a process finds other processes' commits: no query per idle stream
+        if not watch.wait(seen, min(deadline, written + heartbeat) - now):
+            if time.monotonic() - written >= heartbeat:
+                yield ":\n\n"
                 written = time.monotonic()
-                if len(found) == BATCH:
-                    continue
-            now = time.monotonic()
-            if now >= deadline:
-                break
-            # one poller a process finds other processes' commits: no query per idle stream
-            if not watch.wait(seen, min(deadline, written + heartbeat) - now):
-                if time.monotonic() - written >= heartbeat:
-                    yield ":\n\n"
-                    written = time.monotonic()
-        yield f"retry: {RETRY_MS}\n\n"
-    finally:
-        store.release()
+    yield f"retry: {RETRY_MS}\n\n"
 
 
 class Slots:

@@ -215,9 +215,6 @@ class Store(PeopleStore, EventStore, WebhookStore):
         with self._translated(), self._connection() as conn:
             conn.cursor().executemany(self._sql(sql), list(rows))
 
-    def release(self) -> None:
-        """The calling thread is done for now (a request ended): give back its connection."""
-
     def _writable(self) -> None:
         """Raise a domain error when nothing can be written now."""
 

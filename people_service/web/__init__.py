@@ -225,8 +225,6 @@ def end_request(error=None) -> None:
     it committed wake this process's streams and webhook worker at once."""
     from .. import delivery, events
 
-    store = services().store
-    store.release()
-    if events.committed(store):
+    if events.committed(services().store):
         delivery.wake()
     logs.request_id.set("-")
