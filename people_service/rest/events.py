@@ -67,7 +67,6 @@ def _page(found: list, more: bool, query: dict):
     query=feed.FeedQuerySchema,
     ok={200: ("The events after the cursor, by id.", EventSchema(many=True), ["Link"])},
     headers=["Last-Event-ID"],
-    errors=[410],
     tag="events",
     description=DESCRIPTION,
 )
