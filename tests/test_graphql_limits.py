@@ -253,6 +253,38 @@ def test_a_query_refused_as_too_complex_costs_one(tmp_path):
         close_app(app)
 
 
+@pytest.mark.parametrize("limit", ["100/day", "1000/minute;20000/hour"])
+def test_a_request_is_read_and_parsed_once_whatever_the_windows_and_the_outcome(
+    tmp_path, monkeypatch, limit
+):
+    """flask-limiter asks for the cost once a window (and again after the answer when a key
+    has several): the request is read, parsed and priced once all the same, refused or run.
+    Long texts (no cache) show it: each parse would be paid again."""
+    from .conftest import close_app, make_app, new_key
+
+    parses = []
+    real_parse = meter.parse
+    monkeypatch.setattr(meter, "parse", lambda *a, **k: parses.append(1) or real_parse(*a, **k))
+    app = make_app(tmp_path, RATE_LIMIT=limit)
+    try:
+        client, headers = app.test_client(), {"X-API-Key": new_key(app, "k")}
+        padding = "#" + "a" * (2 * meter.CACHED_TEXT_BYTES) + "\n"  # one long comment
+        refused = "PAD{ people(limit: 1000) { friends(limit: 100) { id } } }"
+        runs = "PAD{ people(limit: 2) { name } }"
+        for text, code in ((refused, "QUERY_TOO_COMPLEX"), (runs, None)):
+            parses.clear()
+            answer = client.post(
+                "/graphql", json={"query": text.replace("PAD", padding)}, headers=headers
+            )
+            assert [e["extensions"]["code"] for e in answer.json.get("errors", [])] == (
+                [code] if code else []
+            )
+            # the run also validates its text: validation's cache holds short texts only
+            assert len(parses) == (1 if code else 2), text
+    finally:
+        close_app(app)
+
+
 def test_aliases_and_fragments_on_two_levels_batch_per_level(gql, store, crowd):
     """Statements grow with depth only: aliases and fragments reuse a level's batch."""
     gql("{ me { name } }")  # the caller's key is looked up once, then cached

@@ -196,10 +196,9 @@ def returned(document, operation, variables) -> int:
     return max(1, selection(operation.selection_set, root, 0)) if root else 1
 
 
-def price(text: str, operation_name: str | None, variables=None) -> tuple[int, str]:
+def price(document, operation_name: str | None, variables=None) -> tuple[int, str]:
     """What a request pays, the larger of the nodes it can return and the fields and spreads it
     writes (a fragment's once), at least 1; and a phrase saying why."""
-    document = parse_document(text)
     operation = get_operation_ast(document, operation_name)
     nodes = returned(document, operation, variables) if operation else 1
     fields = written([getattr(node, "selection_set", None) for node in document.definitions])
@@ -208,7 +207,10 @@ def price(text: str, operation_name: str | None, variables=None) -> tuple[int, s
     return fields, f"writes {fields} fields and fragment spreads"
 
 
-priced = by_text(price)  # without variables the price is a function of the text: kept with it
+@by_text
+def priced(text: str, operation_name: str | None) -> tuple[int, str]:
+    """The price of a text without variables."""
+    return price(parse_document(text), operation_name)
 
 
 def check_limits(document, max_depth: int, max_aliases: int) -> None:

@@ -55,7 +55,7 @@ PERSISTED_NOT_FOUND = {
 }
 # A request read, parsed and priced: `operation` None when it did not parse (or is not known)
 # and `to_store` the hash of a persisted query sent with its text (stored once it proves valid)
-Prepared = namedtuple("Prepared", "data operation cost to_store")
+Prepared = namedtuple("Prepared", "data document operation cost to_store")
 
 
 def response_type() -> str:
@@ -126,10 +126,17 @@ def read_request() -> dict:
 
 
 def prepared() -> Prepared:
-    """This request read, parsed and priced, once: the rate limit asks first, the view next."""
-    if "graphql" not in g:
-        g.graphql = _prepare()
-    return g.graphql
+    """This request read, parsed and priced, once: the rate limit asks first (once a window),
+    the view next; an error is kept and raised again, never worked out twice."""
+    state = g._get_current_object()
+    if "graphql" not in state:
+        try:
+            state.graphql = _prepare()
+        except Exception as error:
+            state.graphql = error
+    if isinstance(state.graphql, Exception):
+        raise state.graphql
+    return state.graphql
 
 
 def _prepare() -> Prepared:
@@ -138,16 +145,19 @@ def _prepare() -> Prepared:
     if data.get("query") is None:  # a persisted query's hash alone
         data["query"], to_store = get_store().get_persisted(digest), None
         if data["query"] is None:  # not known here: 1, as any request
-            return Prepared(data, None, 1, None)
+            return Prepared(data, None, None, 1, None)
     meter.check_variables(data.get("variables"))
     text, name, variables = data["query"], data.get("operationName"), data.get("variables")
     try:
-        operation = get_operation_ast(meter.parse_document(text), name)
+        document = meter.parse_document(text)
     except GraphQLError:  # a syntax error: graphql_sync's parser answers it
-        return Prepared(data, None, 1, None)
+        return Prepared(data, None, None, 1, None)
+    operation = get_operation_ast(document, name)
     if reads_url() and operation is not None and operation.operation != OperationType.QUERY:
         raise with_headers(MethodNotAllowed("Mutations must be sent with POST."), {"Allow": "POST"})
-    cost, why = meter.price(text, name, variables) if variables else meter.priced(text, name)
+    # without variables the price is a function of the text: a short text's is kept with it
+    short = len(text) <= meter.CACHED_TEXT_BYTES and not variables
+    cost, why = meter.priced(text, name) if short else meter.price(document, name, variables)
     most, (window, limit) = current_app.config["GRAPHQL_MAX_COST"], ratelimit.budget()
     if cost > most:
         raise QueryTooComplex(
@@ -160,7 +170,7 @@ def _prepare() -> Prepared:
             "whole window, so it can never run. Ask for fewer (smaller limits), split the "
             "query, or use a key with a larger limit."
         )
-    return Prepared(data, operation, cost, to_store)
+    return Prepared(data, document, operation, cost, to_store)
 
 
 def rate_limit_cost() -> int:
@@ -188,7 +198,7 @@ def validated(text: str, rules: tuple, hide_suggestions: bool) -> list:
     return errors
 
 
-def execute(caller, data: dict, op) -> tuple[dict, bool]:
+def execute(caller, data: dict, document, op) -> tuple[dict, bool]:
     """Run the request through ariadne; the answer and whether it is a request error."""
     config = current_app.config
     introspection = config["INTROSPECTION"]
@@ -196,7 +206,8 @@ def execute(caller, data: dict, op) -> tuple[dict, bool]:
         executable_schema(),
         data,
         context_value=Context(get_store(), caller, Batches()),
-        query_parser=lambda _context, data: meter.parse_document(data["query"]),
+        # the document prepared() parsed (a syntax error's none: the parser answers it)
+        query_parser=lambda _context, data: document or meter.parse_document(data["query"]),
         query_validator=lambda _schema, _document, rules, **_: validated(
             data["query"], tuple(rules), not introspection
         ),
@@ -330,11 +341,11 @@ def graphql_endpoint():
         raise BadRequest("Send a query: GET /graphql?query={...} or POST a JSON body.")
     media = response_type()
     caller = authenticate()
-    data, operation, cost, to_store = prepared()
+    data, document, operation, cost, to_store = prepared()
     if data["query"] is None:
         # HTTP 200: Apollo's clients answer it by sending the query with its hash
         return graphql_response(PERSISTED_NOT_FOUND, 200, media)
-    result, request_error = execute(caller, data, operation)
+    result, request_error = execute(caller, data, document, operation)
     if not request_error:
         name = operation.name.value if operation.name else None
         g.graphql_operation = (name, operation.operation.value, cost)  # for web.metrics
