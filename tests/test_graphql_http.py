@@ -403,7 +403,12 @@ def test_a_hash_that_is_not_the_querys_is_400_and_stores_nothing(demo):
 
 @pytest.mark.parametrize(
     "persisted",
-    [{"version": 2, "sha256Hash": "0" * 64}, {"version": 1, "sha256Hash": "X" * 64}, "x"],
+    [
+        {"version": 2, "sha256Hash": "0" * 64},
+        {"version": True, "sha256Hash": "0" * 64},
+        {"version": 1, "sha256Hash": "X" * 64},
+        "x",
+    ],
 )
 def test_malformed_persisted_query_extensions_are_400(client, headers, persisted):
     response = client.post(

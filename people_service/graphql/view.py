@@ -81,7 +81,8 @@ def persisted_digest(data: dict) -> str | None:
     persisted = (data.get("extensions") or {}).get("persistedQuery")
     if persisted is None:
         return None
-    if not isinstance(persisted, dict) or persisted.get("version") != 1:
+    version = persisted.get("version") if isinstance(persisted, dict) else None
+    if type(version) is not int or version != 1:  # JSON's true is not 1
         raise BadRequest("Persisted queries: only version 1 is supported.")
     digest = persisted.get("sha256Hash")
     if not isinstance(digest, str) or not SHA256.fullmatch(digest):
