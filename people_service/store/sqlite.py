@@ -56,7 +56,12 @@ class Connections:
         self.path, self.connect = path, connect
         self._process = PerProcess(
             lambda: SimpleNamespace(
-                local=threading.local(), open=weakref.WeakSet(), lock=threading.Lock()
+                local=threading.local(),
+                open=weakref.WeakSet(),
+                lock=threading.Lock(),
+                # this process's writers take turns here rather than in SQLite's busy handler,
+                # whose growing sleeps (up to 100 ms each) made the slowest writes wait
+                writer=threading.Lock(),
             )
         )
         _ALL.add(self)
@@ -193,20 +198,27 @@ class SQLiteStore(Store):
         if getattr(local, "busy", False):  # nested: part of the outer one
             yield
             return
-        with self._translated():
-            if begin == self.WRITE:
-                self._writable()
-            db = self._db()
-            db.execute(begin)
-        local.busy = True
+        writer = self._connections._process.get().writer if begin == self.WRITE else None
+        if writer is not None and not writer.acquire(timeout=self.busy_timeout):
+            raise Busy()
         try:
-            yield
-            local.busy = False
             with self._translated():
-                db.execute("COMMIT")
+                if writer is not None:
+                    self._writable()
+                db = self._db()
+                db.execute(begin)
+            local.busy = True
+            try:
+                yield
+                local.busy = False
+                with self._translated():
+                    db.execute("COMMIT")
+            finally:
+                local.busy = False
+                db.rollback()  # when the block or the COMMIT failed (else nothing to undo)
         finally:
-            local.busy = False
-            db.rollback()  # when the block or the COMMIT failed (else there is nothing to undo)
+            if writer is not None:
+                writer.release()
 
     def close(self) -> None:
         """Close every connection this store opened in this process."""
