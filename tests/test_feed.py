@@ -238,6 +238,49 @@ def test_one_stream_more_than_event_streams_is_503_with_retry_after(short):
     again.close()
 
 
+def test_idle_streams_share_one_query_a_second_in_a_process(tmp_path, monkeypatch):
+    """Issue 32: an idle stream costs its heartbeat; other processes' events are found by one
+    query a second in each process, however many streams it holds (not one each)."""
+    from people_service.web import services
+
+    from .conftest import close_app
+
+    app = make_app(tmp_path, EVENT_STREAM_SECONDS=3, EVENT_STREAMS=4)
+    try:
+        headers = {**SSE, "X-API-Key": new_key(app, "s")}
+        store, calls = services(app).store, {"events_after": 0, "latest_event_id": 0}
+
+        def counting(name, real):
+            def counted(*args, **kwargs):
+                calls[name] += 1
+                return real(*args, **kwargs)
+
+            return counted
+
+        for name in calls:
+            monkeypatch.setattr(store, name, counting(name, getattr(store, name)))
+        streams = [
+            threading.Thread(
+                target=lambda: read_stream(
+                    app.test_client().get("/events", headers=headers, buffered=False)
+                )
+            )
+            for _ in range(4)
+        ]
+        started = time.monotonic()
+        for stream in streams:
+            stream.start()
+        for stream in streams:
+            stream.join(15)
+        elapsed = time.monotonic() - started
+        # each stream reads at its start and at the end of its life (no event came), not each second
+        assert calls["events_after"] <= 4 * 2
+        # one each to start from now, then one a second for all four together (and the first)
+        assert calls["latest_event_id"] <= 4 + 1 + elapsed + 1
+    finally:
+        close_app(app)
+
+
 def test_json_is_the_default_when_both_are_accepted(client, headers):
     answer = client.get("/events", headers={**headers, "Accept": "*/*"})
     assert answer.mimetype == "application/json"
