@@ -273,6 +273,8 @@ def test_bad_events_are_422_and_the_rest_403_404(client, admin, hook_app, receiv
         assert response.status_code == 422 and list(response.json["errors"]) == ["events"]
     writer = {"X-API-Key": new_key(hook_app, "writer")}
     assert client.get("/webhooks", headers=writer).status_code == 403
+    # 403 before the query string is looked at: no scope, nothing learnt about the parameters
+    assert client.get("/webhooks?bogus=1", headers=writer).status_code == 403
     assert client.post("/webhooks", json={"url": receiver.url}, headers=writer).status_code == 403
     assert client.get("/webhooks/99", headers=admin).status_code == 404
     assert client.delete("/webhooks/99", headers=admin).status_code == 404

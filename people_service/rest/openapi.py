@@ -13,7 +13,7 @@ from werkzeug.routing import BaseConverter
 
 from .. import schemas
 from ..errors import BadRequest
-from ..web.caller import authenticate, check_scope
+from ..web.caller import authenticate, check_scope, needed_scope
 
 # Errors are one `default` answer per operation: the statuses below, as problem documents.
 PROBLEMS = (
@@ -267,7 +267,7 @@ def check_query() -> None:
     if getattr(view, "apidoc", {}).get("auth") and request.method != "OPTIONS":
         # 401 and 403 first, as `required` orders them: a caller without credentials or
         # scope learns nothing about the parameters
-        check_scope(authenticate(), "read" if request.method in ("GET", "HEAD") else "write")
+        check_scope(authenticate(), needed_scope(view))
     allowed = accepted(view)
     unknown = [name[:40] for name in request.args if name not in allowed][:SHOWN]
     if unknown:

@@ -1,6 +1,5 @@
 """REST resources for webhooks and their deliveries (scope admin), and the delivery thread."""
 
-import functools
 from functools import partial
 
 from flask import Blueprint, current_app, request, url_for
@@ -9,7 +8,7 @@ from werkzeug.wrappers import Response
 
 from .. import schemas, webhooks
 from ..web import get_store
-from ..web.caller import authenticate, check_scope
+from ..web.caller import required
 from ..web.jsonio import PATCH_TYPES, json_body, json_response
 from .openapi import doc, strict_query
 
@@ -18,15 +17,7 @@ strict_query(bp)
 hook_doc = partial(doc, tag="webhooks")
 
 
-def admin(view):
-    """Views that need the scope 'admin' (a decorator: the package keeps to six hooks)."""
-
-    @functools.wraps(view)
-    def wrapper(*args, **kwargs):
-        check_scope(authenticate(), "admin")
-        return view(*args, **kwargs)
-
-    return wrapper
+admin = required(scope="admin")
 
 
 class WebhookOutSchema(Schema):

@@ -84,14 +84,25 @@ def check_scope(caller: Caller, scope: str) -> None:
         raise with_headers(Forbidden(f"This needs the scope '{scope}'."), headers)
 
 
-def required(view):
-    """Views need credentials: scope 'read' for GET and HEAD, 'write' for every other method."""
+def needed_scope(view) -> str:
+    """The scope a request to `view` needs: its own (`required(scope=…)`), else 'read' for GET
+    and HEAD and 'write' for every other method."""
+    return getattr(view, "scope", None) or (
+        "read" if request.method in ("GET", "HEAD") else "write"
+    )
+
+
+def required(view=None, *, scope: str | None = None):
+    """Views need credentials and their scope (see needed_scope); `@required(scope="admin")`."""
+    if view is None:
+        return functools.partial(required, scope=scope)
 
     @functools.wraps(view)
     def wrapper(*args, **kwargs):
-        check_scope(authenticate(), "read" if request.method in ("GET", "HEAD") else "write")
+        check_scope(authenticate(), needed_scope(wrapper))
         return view(*args, **kwargs)
 
+    wrapper.scope = scope
     return wrapper
 
 
