@@ -16,7 +16,7 @@ from prometheus_client import (
 
 from .. import delivery
 from . import get_store, services
-from .caller import authenticate, check_scope
+from .caller import required
 
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 # Client operation names with a series of their own, counted in the rate limit's storage so
@@ -99,9 +99,9 @@ def record(request, status: int, elapsed: float, operation: tuple | None) -> Non
 
 
 @bp.get("/metrics")
+@required(scope="admin")
 def metrics():
     """The Prometheus text format, for callers with the scope 'admin'."""
-    check_scope(authenticate(), "admin")
     delivery.observe(get_store())  # the webhook backlog, as the database has it now
     registry = REGISTRY
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):  # every process writes its samples there
