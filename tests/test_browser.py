@@ -171,22 +171,25 @@ def session(chromium, site):
 UNAUTHENTICATED = {"failed": {(401, "/graphql")}, "logged": ("Received status code 401",)}
 
 
+def run_in_playground(page, key: str, query: str):
+    """As a user does: the key as JSON under HTTP HEADERS, the query in the left pane, the play
+    button; the answer pane."""
+    editors = page.locator(".CodeMirror")
+    page.locator("#root").get_by_text("HTTP HEADERS").click()
+    editors.nth(1).click()
+    page.keyboard.insert_text(json.dumps({"X-API-Key": key}))
+    editors.first.click()
+    page.keyboard.press("Control+A")
+    page.keyboard.insert_text(query)
+    page.get_by_title("Execute Query (Ctrl-Enter)").click()
+    return editors.nth(2)
+
+
 def test_playground_runs_a_query_with_the_key_from_http_headers(session, site, tmp_path):
     page = session.page
     session.open("/graphql")
-    editors = page.locator(".CodeMirror")
-    expect(editors.first).to_be_visible()
-    # 2. HTTP HEADERS, then the key as JSON
-    page.locator("#root").get_by_text("HTTP HEADERS").click()
-    editors.nth(1).click()
-    page.keyboard.insert_text(json.dumps({"X-API-Key": site.key}))
-    # 3. the query in the left pane, then the play button
-    editors.first.click()
-    page.keyboard.press("Control+A")
-    page.keyboard.insert_text('{ person(id: "1") { name address { city } } }')
-    page.get_by_title("Execute Query (Ctrl-Enter)").click()
-    # 4. the answer in the right pane
-    result = editors.nth(2)
+    expect(page.locator(".CodeMirror").first).to_be_visible()
+    result = run_in_playground(page, site.key, '{ person(id: "1") { name address { city } } }')
     expect(result).to_contain_text('"name": "Ada Lovelace"')
     expect(result).to_contain_text('"city": "London"')
     page.screenshot(path=tmp_path / "playground-result.png")
