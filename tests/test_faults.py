@@ -342,3 +342,35 @@ def test_a_busy_database_is_a_503_with_a_short_retry_after(tmp_path, sqlite_only
         impatient.close()
     answer = problem_response(caught.value)
     assert (answer.status_code, answer.headers["Retry-After"]) == (503, "1")
+
+
+def test_writers_of_one_process_wait_their_turn_at_most_the_busy_timeout(tmp_path, sqlite_only):
+    """A process's writers take turns on its own lock: one that waits longer than the busy
+    timeout is Busy (503), as with another process's lock, and the next turn comes after."""
+    path = tmp_path / "people.db"
+    store = open_store(str(path))
+    store.upgrade_schema()
+    store.close()
+    impatient = type(store)(str(path), busy_timeout=0.2)
+    held, done = threading.Event(), threading.Event()
+
+    def hold():
+        with impatient.transaction():
+            held.set()
+            done.wait(10)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert held.wait(10)
+        started = time.monotonic()
+        with pytest.raises(errors.Busy):
+            with impatient.transaction():
+                pass
+        assert 0.15 <= time.monotonic() - started < 5
+    finally:
+        done.set()
+        holder.join(10)
+    with impatient.transaction():  # the turn came back
+        pass
+    impatient.close()
