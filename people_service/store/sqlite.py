@@ -201,6 +201,7 @@ class SQLiteStore(Store):
         writer = self._connections._process.get().writer if begin == self.WRITE else None
         if writer is not None and not writer.acquire(timeout=self.busy_timeout):
             raise Busy()
+        db = None
         try:
             with self._translated():
                 if writer is not None:
@@ -208,15 +209,14 @@ class SQLiteStore(Store):
                 db = self._db()
                 db.execute(begin)
             local.busy = True
-            try:
-                yield
-                local.busy = False
-                with self._translated():
-                    db.execute("COMMIT")
-            finally:
-                local.busy = False
-                db.rollback()  # when the block or the COMMIT failed (else nothing to undo)
+            yield
+            local.busy = False
+            with self._translated():
+                db.execute("COMMIT")
         finally:
+            local.busy = False
+            if db is not None:
+                db.rollback()  # when the block or the COMMIT failed (else nothing to undo)
             if writer is not None:
                 writer.release()
 
