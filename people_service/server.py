@@ -254,7 +254,8 @@ def serve_workers(overrides: dict, sockets: list[socket.socket], **options) -> i
 
     _on_stop(stop)
     for sock in sockets:
-        start(sock)
+        if not stopping:  # a stop during the start-up: no worker after it, none left waiting
+            start(sock)
     while workers:
         pid, status = os.wait()
         sock = workers.pop(pid)
