@@ -5,7 +5,9 @@ import os
 from typing import TYPE_CHECKING
 
 from . import config as settings
+from . import logs
 from .config import ConfigError
+from .runtime import Runtimes
 from .store import is_url, open_store, redacted
 
 if TYPE_CHECKING:
@@ -27,8 +29,8 @@ def prepare_directory(database: str) -> None:
 
 
 def create_app(config: dict | None = None) -> "Flask":
-    """The WSGI app; `config` overrides PEOPLE_SERVICE_* settings (same names). It opens no
-    connection: each process migrates and reads the secret on first use (web.Services)."""
+    """The WSGI app; `config` overrides PEOPLE_SERVICE_* settings (same names). It opens
+    nothing: each process makes its runtime on first use (runtime.py)."""
     # Flask and Ariadne are imported here, not with the package: the CLI starts without them
     from flask import Flask
 
@@ -41,15 +43,17 @@ def create_app(config: dict | None = None) -> "Flask":
     logging.getLogger("people_service").setLevel(str(options["LOG_LEVEL"]).upper())
     app = Flask(__name__, static_folder=None)
     app.config.update(options, MAX_CONTENT_LENGTH=options["MAX_BODY_BYTES"])
+    # a WSGI server may set up logging after loading the app: the operator's is what was there
+    app.config["TAKE_LOGS"] = not logs.operator_configured()
     app.config["SECRET_KEY"] = None  # the secret signs login tokens only: Flask keeps no sessions
     prepare_directory(options["DATABASE"])
-    try:
-        store = open_store(options["DATABASE"])  # it connects on first use, in that process
-    except RuntimeError as exc:  # PostgreSQL's driver is not installed
-        raise ConfigError(
-            f"cannot open database {redacted(options['DATABASE'])!r}: {exc}"
-        ) from None
-    services = app.extensions["people_service"] = web.Services(options, store)
+    if is_url(options["DATABASE"]):
+        try:
+            open_store(options["DATABASE"])  # PostgreSQL's driver must be installed
+        except RuntimeError as exc:
+            shown = redacted(options["DATABASE"])
+            raise ConfigError(f"cannot open database {shown!r}: {exc}") from None
+    shared = app.extensions["people_service"] = Runtimes(app.config, options["SECRET_KEY"])
     app.url_map.converters["id"] = openapi.IdConverter
     # /person//2 is an unknown path (404), not a 308 to a URL built from the Host header
     app.url_map.merge_slashes = False
@@ -58,10 +62,11 @@ def create_app(config: dict | None = None) -> "Flask":
     blueprints = [people.bp, events.bp, ops.bp, ops.tokens, graphql.bp, ops.front, pages.bp]
     for bp in [*blueprints, webhooks.bp] + ([metrics.bp] if options["METRICS"] else []):
         app.register_blueprint(bp)
-    pages.init_cors(app)  # CORS_ORIGINS: preflights answered before anyone is charged
+    # the caller before the limiter: flask-limiter's key and cost read what this step left
     app.before_request(web.start_request)
-    services.limiter = ratelimit.init_app(app, logins=ops.tokens)
-    app.before_request(openapi.check_query)  # charged as before; 401 and 403 before its 400
+    shared.limiter = ratelimit.init_app(app, logins=ops.tokens)
+    app.before_request(openapi.check_query)  # TEMP until the REST rebuild lands
+    pages.init_cors(app)  # CORS_ORIGINS
     app.after_request(web.finish_request)
     app.teardown_request(web.end_request)
     app.wsgi_app = web.wsgi_middleware(app.wsgi_app, options)

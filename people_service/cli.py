@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 from click.exceptions import NoArgsIsHelpError
 
-from . import cli_webhooks, config, credentials, logs, prepare_directory, transfer
+from . import cli_webhooks, config, credentials, logs, prepare_directory, runtime, transfer
 from .config import ConfigError
 from .errors import BadRequest, ServiceError
 from .store import Store, is_url, open_store
@@ -90,7 +90,7 @@ def cli():
     """People, friendships and messages over REST and GraphQL."""
     # the serving process sets up logging, not the app; here, not before --version or --help
     if not logs.operator_configured():
-        logs.take_over()  # it imports the web stack
+        runtime.take_logs()
 
 
 def main(argv=None) -> int:

@@ -4,20 +4,16 @@ import hashlib
 import hmac
 import logging
 import secrets
-import threading
 import time
-from collections import Counter
 from dataclasses import dataclass
-from types import SimpleNamespace
 
 import jwt
 from werkzeug.security import generate_password_hash
 
 from . import schemas
-from .errors import BadRequest, NotFound, ServiceError
+from .errors import BadRequest, NotFound
 from .passwords import DEFAULT_METHOD, check_password, dummy_hash, names_its_context
 from .service import Viewer
-from .store import PerProcess, iso
 
 log = logging.getLogger("people_service")
 KEY_PREFIX = "ps_"
@@ -228,80 +224,3 @@ def summary(usage, caller: Caller, default_limit: str) -> dict:
         "request_count": count,
         "last_used": last_used,
     }
-
-
-class UsageTracker:
-    """Counts requests per caller without a database write on every request; each process
-    counts, locks and flushes its own (a fork's child starts with nothing of its parent's)."""
-
-    def __init__(self, store, interval: float = 5.0):
-        self.store, self.interval = store, interval
-        self._process = PerProcess(
-            lambda: SimpleNamespace(
-                counts=Counter(),  # (kind, id) -> requests not yet written
-                last={},  # (kind, id) -> time of the last of them
-                lock=threading.Lock(),  # guards counts and last
-                flush_lock=threading.Lock(),  # a flush and an exact read never interleave
-                stop=threading.Event(),
-                thread=None,
-            )
-        )
-
-    @property
-    def _thread(self) -> threading.Thread | None:
-        return self._process.get().thread
-
-    def hit(self, caller) -> None:
-        """Count one request of `caller` (anything with .kind and .id)."""
-        ident, mine = (caller.kind, caller.id), self._process.get()
-        with mine.lock:
-            mine.counts[ident] += 1
-            mine.last[ident] = time.time()  # formatted when written: this runs on every request
-            if mine.thread is None:
-                mine.thread = threading.Thread(target=self._run, name="usage-flush", daemon=True)
-                mine.thread.start()
-
-    def _run(self) -> None:
-        while not self._process.get().stop.wait(self.interval):
-            try:
-                self.flush()
-            except Exception:  # never the end of counting: the next round tries again
-                log.exception("usage flush failed")
-
-    def flush(self) -> None:
-        """Write the pending counts; on failure they are kept for the next flush."""
-        mine = self._process.get()
-        with mine.flush_lock:
-            with mine.lock:
-                counts, last, mine.counts, mine.last = mine.counts, mine.last, Counter(), {}
-            if not counts:
-                return
-            try:
-                self.store.add_usage({ident: (n, iso(last[ident])) for ident, n in counts.items()})
-            except Exception as exc:
-                # a busy or unreachable database is expected under load: a line, no traceback
-                expected = isinstance(exc, ServiceError)
-                log.warning(
-                    "could not flush usage counts; will retry: %s", exc, exc_info=not expected
-                )
-                with mine.lock:
-                    mine.counts.update(counts)
-                    mine.last = {**last, **mine.last}
-
-    def exact(self, kind: str, ident: int) -> tuple[int, str | None]:
-        """Stored plus pending request count, and the last use."""
-        mine = self._process.get()
-        with mine.flush_lock:
-            stored = self.store.usage(kind, ident) or {"request_count": 0, "last_used": None}
-            with mine.lock:
-                count, stamp = mine.counts[kind, ident], mine.last.get((kind, ident))
-        last = max(stored["last_used"] or "", iso(stamp) if stamp else "") or None
-        return stored["request_count"] + count, last
-
-    def stop(self) -> None:
-        """Stop this process's flushing thread and write what is pending."""
-        mine = self._process.get()
-        mine.stop.set()
-        if mine.thread is not None and mine.thread is not threading.current_thread():
-            mine.thread.join(timeout=self.interval + 5)
-        self.flush()

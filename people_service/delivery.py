@@ -91,7 +91,7 @@ def post(url: SplitResult, address: str, body: bytes, headers: dict, timeout: fl
 class Deliverer:
     """Delivers the due webhooks of one database from this process, in a thread of its own."""
 
-    def __init__(self, config: dict, *, clock=time.time):
+    def __init__(self, config: dict, store=None, *, clock=time.time):
         self.config, self.clock = config, clock
         self.timeout = config["WEBHOOK_TIMEOUT"]
         self.schedule = retry_schedule(config["WEBHOOK_RETRY_SCHEDULE"])
@@ -102,7 +102,7 @@ class Deliverer:
         self.pruned_at, self.full = 0.0, False
         self.paused: str | None = None  # why the database did not answer, while it does not
         self.thread: threading.Thread | None = None
-        self._store = None
+        self._store = store
         self._threads: ThreadPoolExecutor | None = None  # the attempts and their look-ups
         self._receivers: dict[tuple, threading.Semaphore] = {}
 
@@ -147,6 +147,12 @@ class Deliverer:
                 self._threads.shutdown(wait=False)
             if self._store is not None and self.pid == os.getpid():
                 self._store.close()
+
+    def wake(self) -> None:  # TEMP adapter until the events rebuild lands
+        self.wakeup.set()
+
+    def close(self, wait: float = 0) -> None:  # TEMP adapter
+        self.stop(wait)
 
     def round(self) -> int:
         """One look for due work: claim, send at once, record. How many were attempted."""

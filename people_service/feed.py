@@ -150,3 +150,20 @@ class Slots:
 
     def give(self) -> None:
         self.held.release()
+
+
+class Streams:  # TEMP adapter until the events rebuild lands
+    def __init__(self, limit: int):
+        self.held = threading.BoundedSemaphore(limit)
+
+    def open(self, owner: str) -> bool:
+        return self.held.acquire(blocking=False)
+
+    def release(self, owner: str) -> None:
+        self.held.release()
+
+    def end(self) -> None:
+        events.close_streams()
+
+    def notify(self) -> None:
+        pass

@@ -1,20 +1,15 @@
 """Logging: one line per record whatever a client sent, written to stderr off the request thread."""
 
-import atexit
-import collections
 import contextvars
 import logging
 import logging.handlers
-import os
+import queue
 import re
 import string
-import threading
-import time
 from urllib.parse import quote
 
 ACCESS = "people_service.access"
 QUEUE_SIZE = 10_000  # records waiting for stderr; beyond, they are dropped and counted
-POLL = 0.05  # seconds the writer sleeps when nothing waits: no wake-up per line
 # The request id of the running request (set by the web layer's first hook), on every record
 request_id: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
 
@@ -87,65 +82,48 @@ class OneLineFormatter(logging.Formatter):
         return text
 
 
-class Batches:
-    """The queue between QueueHandler and QueueListener: putting never wakes the writer (it
-    looks every POLL seconds and then writes all that waits); when full, records are dropped
-    and counted, and the writer says how many."""
+class DroppingQueueHandler(logging.handlers.QueueHandler):
+    """Never blocks the request: when the queue is full a record is dropped and counted."""
 
-    def __init__(self, size: int = QUEUE_SIZE):
-        self.items: collections.deque = collections.deque()  # append and popleft are atomic
-        self.size = size
-        self.dropped = 0
+    dropped = 0
 
-    def put_nowait(self, record) -> None:
-        if record is not None and len(self.items) >= self.size:  # None: the listener's stop
+    def enqueue(self, record: logging.LogRecord) -> None:  # the documented override
+        try:
+            if self.dropped:  # said in its place, once the queue has room again
+                msg = f"{self.dropped} log lines were dropped: stderr did not keep up"
+                self.queue.put_nowait(
+                    logging.LogRecord("people_service", logging.WARNING, "", 0, msg, (), None)
+                )
+                self.dropped = 0
+            self.queue.put_nowait(record)
+        except queue.Full:
             self.dropped += 1
-        else:
-            self.items.append(record)
-
-    def get(self, block: bool = True):  # QueueListener, the one reader, always blocks
-        while not self.items:
-            if self.dropped:  # said once what waited is written: in the order it happened
-                count, self.dropped = self.dropped, 0
-                msg = f"{count} log lines were dropped: stderr did not keep up"
-                return logging.LogRecord("people_service", logging.WARNING, "", 0, msg, (), None)
-            time.sleep(POLL)
-        return self.items.popleft()
-
-
-_handler: logging.handlers.QueueHandler | None = None
-_lock = threading.Lock()
 
 
 def operator_configured() -> bool:
-    """Whether logging is set up already (handlers on the root or the people_service logger)."""
-    return bool(logging.getLogger().handlers or logging.getLogger("people_service").handlers)
+    """Whether logging is set up already: handlers on the root, or on the people_service
+    logger other than ours (a forked child has its parent's)."""
+    package = logging.getLogger("people_service").handlers
+    return bool(logging.getLogger().handlers) or any(
+        not isinstance(handler, DroppingQueueHandler) for handler in package
+    )
 
 
-def take_over() -> None:
-    """Write the people_service logs to stderr only, once per process (unless it has handlers)."""
-    global _handler
-    if _handler is not None:
-        return
-    with _lock:
-        package = logging.getLogger("people_service")
-        if _handler is not None or package.handlers:
-            return
-        handler = logging.handlers.QueueHandler(Batches())
-        handler.setFormatter(OneLineFormatter())
-        output = logging.StreamHandler()  # sys.stderr
-        _handler = handler
-        _start(output)
-        atexit.register(lambda: _handler.listener.stop())  # what is queued is written
-        # a forked worker (gunicorn) has no writer thread, and must not write the parent's lines
-        os.register_at_fork(after_in_child=lambda: _start(output))
-        package.addHandler(handler)
-        package.propagate = False
-        if package.level == logging.NOTSET:
-            package.setLevel(logging.INFO)
-
-
-def _start(output: logging.Handler) -> None:
-    _handler.queue = Batches()
-    _handler.listener = logging.handlers.QueueListener(_handler.queue, output)
-    _handler.listener.start()
+def take_over() -> logging.handlers.QueueListener | None:
+    """Write the people_service logs to stderr through a queue and a listener thread, unless
+    the operator gave the package handlers; the listener, to stop at exit (None: not taken)."""
+    package = logging.getLogger("people_service")
+    ours = [handler for handler in package.handlers if isinstance(handler, DroppingQueueHandler)]
+    if len(ours) < len(package.handlers):
+        return None
+    for handler in ours:  # a forked child's copy of its parent's, whose listener is not here
+        package.removeHandler(handler)
+    handler = DroppingQueueHandler(queue.Queue(QUEUE_SIZE))
+    handler.setFormatter(OneLineFormatter())
+    listener = logging.handlers.QueueListener(handler.queue, logging.StreamHandler())
+    listener.start()
+    package.addHandler(handler)
+    package.propagate = False
+    if package.level == logging.NOTSET:
+        package.setLevel(logging.INFO)
+    return listener

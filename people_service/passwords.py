@@ -1,25 +1,14 @@
 """Passwords: what a new one must be (NIST SP 800-63B rev 4), and how they are hashed."""
 
 import functools
-import os
 import secrets
-import threading
 from pathlib import Path
 
 from werkzeug.security import check_password_hash, generate_password_hash
 
-from .errors import Busy
-
 # OWASP's floor for PBKDF2-SHA256 (the PASSWORD_HASH_METHOD setting's default): slow on purpose
 DEFAULT_METHOD = "pbkdf2:sha256:600000"
 MIN_LENGTH = 15  # NIST SP 800-63B rev. 4: the least for a password used alone
-# A check costs about 0.2 s of CPU at the default work factor (hashlib lets other threads run
-# meanwhile): as many at once as this process has cores, so that a flood of logins, even
-# refused ones, leaves other requests a share of the CPU; a login waits at most CHECK_WAIT
-# seconds for a free check, then gets 503 (docs/limits.md#logins-and-passwords).
-CHECKS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-CHECK_WAIT = 5.0
-_checks: dict[int, threading.BoundedSemaphore] = {}  # by process id: none survives a fork
 
 
 @functools.cache
@@ -53,18 +42,11 @@ def names_its_context(password: str, username: str) -> bool:
 
 def check_password(stored: str, password: str) -> bool:
     """Whether `password` matches a stored hash; False for a hash werkzeug cannot read.
-    Raises Busy when no check is free within CHECK_WAIT seconds."""
-    pid = os.getpid()
-    # setdefault is atomic: of two threads first in a process, both use the one kept
-    checks = _checks.get(pid) or _checks.setdefault(pid, threading.BoundedSemaphore(CHECKS))
-    if not checks.acquire(timeout=CHECK_WAIT):
-        raise Busy("Other logins are being checked; retry in a second.")
+    Callers take a turn at the runtime's LoginGate first: a check costs ~0.2 s of CPU."""
     try:
         return check_password_hash(stored, password)
     except ValueError:  # an unknown method or hash name, bad numbers, an unencodable password
         return False
-    finally:
-        checks.release()
 
 
 @functools.cache

@@ -18,11 +18,10 @@ import time
 
 from waitress import create_server
 
-from . import create_app, credentials, events, transfer
+from . import create_app, credentials, runtime, transfer
 from .config import DEFAULTS, ConfigError, load
 from .errors import Conflict
-from .store import redacted
-from .web import services
+from .store import open_store, redacted
 
 log = logging.getLogger("people_service")
 
@@ -97,12 +96,20 @@ def run(overrides: dict, host: str, port: int, workers: int, *, demo: bool, **op
         if exc.errno == errno.EADDRINUSE:
             why += " (another server? choose another with --port)"
         raise OSError(exc.errno, f"cannot listen on {shown}:{port}: {why}") from None
-    _on_stop(_stop)  # a signal during start-up stops it cleanly too
+    _on_stop(_quit)  # a signal during start-up stops it cleanly too
     options["use_select"] = allow_connections(options["connection_limit"], options["threads"])
     if workers > 1:
         share_metrics()  # before create_app imports prometheus_client, which reads it then
     app = create_app(overrides)
-    hint = bootstrap(services(app).store, demo, database=overrides.get("DATABASE"))
+    store = open_store(settings["DATABASE"])  # this process's own, closed before any fork
+    try:
+        store.upgrade_schema()
+        hint = bootstrap(store, demo, database=overrides.get("DATABASE"))
+    except Exception as exc:
+        shown = redacted(settings["DATABASE"])
+        raise ConfigError(f"cannot open database {shown!r}: {exc}") from None
+    finally:
+        store.close()
     port = sockets[0].getsockname()[1]
     prefix = (options.get("url_prefix") or "").strip("/")
     options["url_prefix"] = prefix = f"/{prefix}" if prefix else ""
@@ -114,7 +121,6 @@ def run(overrides: dict, host: str, port: int, workers: int, *, demo: bool, **op
     if workers == 1:
         status = serve(app, sockets, **options)
     else:
-        services(app).close()  # no connection of this process's may cross a fork
         status = serve_workers(overrides, sockets, **options)
     log.info("people-service stopped")
     return status
@@ -143,6 +149,7 @@ def allow_connections(limit: int, threads: int) -> bool:
 
 def serve(app, sockets, *, threads, connection_limit, channel_timeout, use_select, url_prefix=""):
     """Serve `app` with waitress until SIGTERM or SIGINT, then finish the running requests."""
+    app.config["SERVER_THREADS"] = threads
     app.config["EVENT_STREAMS"] = app.config["EVENT_STREAMS"] or max(1, threads // 2)
     server = create_server(
         app,
@@ -161,54 +168,34 @@ def serve(app, sockets, *, threads, connection_limit, channel_timeout, use_selec
         clear_untrusted_proxy_headers=False,
     )
     logging.getLogger("waitress.queue").setLevel(logging.ERROR)  # "Task queue depth": noise
-    ended = threading.Event()
-    _take_stop_signals(ended)
-    from . import delivery  # after share_metrics(): it makes prometheus-client's metrics
+    again: list[threading.Timer] = []
 
-    delivery.ensure(services(app), app.config)  # this process delivers webhooks from now
+    def stop(signum, frame):
+        runtime.end_streams()  # streams are not requests to wait for: they end now
+        # the SystemExit is lost when the signal lands in a finalizer: the signal comes again
+        timer = threading.Timer(STOP_GRACE, os.kill, (os.getpid(), signum))
+        timer.daemon = True
+        timer.start()
+        again.append(timer)
+        raise SystemExit(0)
+
+    _on_stop(stop)
+    app.extensions["people_service"].get()  # this process delivers webhooks from now
     # on SystemExit waitress's threads finish the requests they run; waiting ones are dropped
-    server.run()
-    ended.set()
+    server.run()  # it ends on SystemExit
     _on_stop(signal.SIG_IGN)  # kept while Python exits, which resets handlers of its own
-    services(app).close()
-    return 0
+    for timer in again:
+        timer.cancel()
+    return 0  # the runtime closes at exit (runtime.close)
+
+
+def _quit(signum, frame):
+    raise SystemExit(0)
 
 
 def _on_stop(handler) -> None:
     for number in STOP_SIGNALS:
         signal.signal(number, handler)
-
-
-_stopping = False  # a stop signal has been taken: a plain flag, as the handler takes no lock
-
-
-def _stop(signum, frame):
-    global _stopping
-    if not _stopping:  # the first only: Ctrl-C reaches a worker twice (direct and forwarded)
-        _stopping = True
-        raise SystemExit(0)
-
-
-def _take_stop_signals(ended: threading.Event) -> None:
-    """Stop on SIGTERM or SIGINT, sending the signal again every STOP_GRACE seconds until
-    `ended`: the handler's SystemExit is lost when the signal lands in an object's finalizer
-    (io drops errors while it closes a collected file, such as a body waitress spooled)."""
-    global _stopping
-    _stopping = False
-    taken, wakeup = os.pipe()
-    os.set_blocking(wakeup, False)
-    signal.set_wakeup_fd(wakeup, warn_on_full_buffer=False)  # each signal's number, from C
-    _on_stop(_stop)
-
-    def insist() -> None:
-        global _stopping
-        signum = os.read(taken, 1)[0]
-        events.close_streams()  # streams are not requests to wait for: they end now
-        while not ended.wait(STOP_GRACE):
-            _stopping = False
-            os.kill(os.getpid(), signum)
-
-    threading.Thread(target=insist, name="stop", daemon=True).start()
 
 
 def share_metrics() -> None:

@@ -13,7 +13,8 @@ import jwt
 import pytest
 import requests
 
-from people_service import config, credentials, passwords
+from people_service import config, credentials, passwords, runtime
+from people_service.errors import RateLimited
 from people_service.web import services
 
 from .conftest import (
@@ -483,6 +484,22 @@ def log_in(url: str, username: str, password: str, address: str) -> tuple[int, f
         return answer.status_code, time.monotonic() - started
 
 
+def log_in_patiently(url: str, username: str, address: str) -> tuple[int, float]:
+    """A real client's login: a 503 is retried after its Retry-After, for 5 s at most."""
+    started = time.monotonic()
+    while True:
+        with requests.Session() as session:
+            adapter = requests.adapters.HTTPAdapter()
+            adapter.init_poolmanager(1, 1, source_address=(address, 0))
+            session.mount("http://", adapter)
+            body = {"username": username, "password": PASSWORD}
+            answer = session.post(url + "/auth/token", json=body, timeout=30)
+        took = time.monotonic() - started
+        if answer.status_code != 503 or took > 5:
+            return answer.status_code, took
+        time.sleep(int(answer.headers["Retry-After"]))
+
+
 def test_four_logins_at_the_same_moment_all_succeed(tmp_path):
     # at the default work factor each check costs about 0.2 s of CPU: more than one at a time
     server = login_server(tmp_path, passwords.DEFAULT_METHOD)
@@ -523,7 +540,7 @@ def test_real_users_log_in_while_four_addresses_guess_passwords_at_their_limit(t
             for _ in range(3):
                 with ThreadPoolExecutor(len(USERS)) as users:
                     real += users.map(
-                        lambda n: log_in(server.url, USERS[n], PASSWORD, f"127.0.2.{n + 1}"),
+                        lambda n: log_in_patiently(server.url, USERS[n], f"127.0.2.{n + 1}"),
                         range(len(USERS)),
                     )
                 time.sleep(0.5)
@@ -536,38 +553,21 @@ def test_real_users_log_in_while_four_addresses_guess_passwords_at_their_limit(t
     server.stop()
 
 
-def test_password_checks_run_at_most_a_core_each_so_a_login_flood_cannot_take_every_thread(
-    tmp_path, monkeypatch
-):
-    from people_service import passwords
-
-    monkeypatch.setattr(passwords, "CHECKS", 2)
-    monkeypatch.setattr(passwords, "_checks", {})  # made again, with 2, at the first check
-    app = make_app(tmp_path, PASSWORD_HASH_METHOD="pbkdf2:sha256:200000")
-    running, most, lock = 0, 0, threading.Lock()
-    check = passwords.check_password_hash
-
-    def counted(*args, **kwargs):
-        nonlocal running, most
-        with lock:
-            running += 1
-            most = max(most, running)
-        try:
-            return check(*args, **kwargs)
-        finally:
-            with lock:
-                running -= 1
-
-    monkeypatch.setattr(passwords, "check_password_hash", counted)
+def test_a_login_flood_waits_in_a_bounded_queue_and_the_rest_is_503_at_once(tmp_path):
+    """Eight logins from eight addresses at once, 8 threads: checks run a core each, at most
+    a quarter of the threads (2) wait for one, and the rest are answered 503 at once."""
+    app = make_app(tmp_path, PASSWORD_HASH_METHOD="pbkdf2:sha256:400000", SERVER_THREADS=8)
+    app.test_client().get("/health")  # the runtime is made
     answers = []
     start = threading.Barrier(8)
 
     def attempt(n):
         client = app.test_client()
         start.wait()
+        began = time.monotonic()
         body = {"username": f"nobody{n}", "password": "not the password at all"}
         answer = client.post("/auth/token", json=body, environ_base={"REMOTE_ADDR": f"10.0.0.{n}"})
-        answers.append(answer)
+        answers.append((answer, time.monotonic() - began))
 
     threads = [threading.Thread(target=attempt, args=(n,)) for n in range(8)]
     for thread in threads:
@@ -575,64 +575,64 @@ def test_password_checks_run_at_most_a_core_each_so_a_login_flood_cannot_take_ev
     for thread in threads:
         thread.join(60)
     assert len(answers) == 8
-    assert most == 2
-    for answer in answers:  # each waited its turn (up to CHECK_WAIT seconds)
-        assert answer.status_code == 401
+    refused = [(answer, took) for answer, took in answers if answer.status_code == 503]
+    assert {answer.status_code for answer, _ in answers} <= {401, 503}
+    assert refused, "more logins held threads than the queue allows"
+    assert 8 - len(refused) <= runtime.CHECKS + 2 + 2  # two may finish while others arrive
+    for answer, took in refused:
+        assert took < 1.0
+        assert int(answer.headers["Retry-After"]) >= 1
         assert answer.content_type == "application/problem+json"
 
 
-def test_a_login_that_waits_too_long_for_its_turn_is_503_with_retry_after(tmp_path, monkeypatch):
-    import os
+def test_a_second_login_from_one_address_is_refused_while_the_first_is_checked(tmp_path):
+    gate = runtime.LoginGate(waiting=2, checks=1)
+    with gate.turn("10.0.0.1"):
+        with pytest.raises(RateLimited):
+            with gate.turn("10.0.0.1"):
+                pass
+    with gate.turn("10.0.0.1"):  # its turn is over: the next one is checked
+        pass
 
-    from people_service import passwords
 
-    taken = threading.BoundedSemaphore(1)
-    monkeypatch.setattr(passwords, "_checks", {os.getpid(): taken})
-    monkeypatch.setattr(passwords, "CHECK_WAIT", 0.2)
-    client = make_app(tmp_path).test_client()
-    assert taken.acquire(timeout=10)  # every check of this process is busy
+def test_a_login_that_waits_too_long_for_its_turn_is_503_with_retry_after(tmp_path):
+    app = make_app(tmp_path, SERVER_THREADS=8)
+    client = app.test_client()
+    client.get("/health")
+    gate = services(app).get().logins
+    gate.wait = 0.2
+    for _ in range(runtime.CHECKS):  # every check of this process is busy
+        assert gate.checks.acquire(timeout=10)
     try:
         body = {"username": "ada", "password": "a password long enough to check"}
         answer = client.post("/auth/token", json=body)
     finally:
-        taken.release()
+        for _ in range(runtime.CHECKS):
+            gate.checks.release()
     assert answer.status_code == 503
     assert int(answer.headers["Retry-After"]) >= 1  # its own, never lowered
-    assert answer.json["detail"] == "Other logins are being checked; retry in a second."
 
 
-def test_the_checks_of_a_forked_process_are_its_own(tmp_path):
-    """A semaphore made before a fork (held by a thread that does not exist in the child)
-    is never used after it: the child makes its own at its first check."""
+def test_the_runtime_of_a_forked_process_is_its_own(tmp_path):
+    """Nothing made before a fork is used after it: with every check of the parent taken,
+    a forked child makes its own runtime, and its login gate lets a check through."""
     import os
 
-    from people_service import passwords
-
-    stored = passwords.dummy_hash("pbkdf2:sha256:1000")
-    held = threading.Event()
-    release = threading.Event()
-
-    def hold():
-        with passwords._checks[os.getpid()]:
-            held.set()
-            release.wait(30)
-
-    passwords.check_password(stored, "x")  # this process's semaphore exists
-    holders = [threading.Thread(target=hold) for _ in range(passwords.CHECKS)]
-    for holder in holders:
-        holder.start()
+    app = make_app(tmp_path)
+    parent = services(app).get()
+    for _ in range(runtime.CHECKS):
+        assert parent.logins.checks.acquire(timeout=10)
     try:
-        assert held.wait(10)
-        time.sleep(0.1)
         pid = os.fork()
-        if pid == 0:  # every check was taken in the parent: a shared semaphore would wait
+        if pid == 0:  # a shared gate would refuse: every check is taken in the parent
             try:
-                os._exit(0 if passwords.check_password(stored, "x") is False else 1)
-            except BaseException:  # Busy: never back into pytest in this child
+                child = services(app).get()
+                with child.logins.turn("10.0.0.1"):
+                    os._exit(0 if child is not parent and child.store is not parent.store else 1)
+            except BaseException:  # never back into pytest in this child
                 os._exit(2)
         _, status = os.waitpid(pid, 0)
         assert os.waitstatus_to_exitcode(status) == 0
     finally:
-        release.set()
-        for holder in holders:
-            holder.join(10)
+        for _ in range(runtime.CHECKS):
+            parent.logins.checks.release()

@@ -681,3 +681,20 @@ def test_the_connection_limit_counts_clients_only(tmp_path):
                 assert waiting.recv(100).startswith(b"HTTP/1.1 200")
     finally:
         assert server.stop() == 0
+
+
+def test_waitress_serve_answers_health_503_json_from_the_first_request_on_a_bad_database(
+    tmp_path, sqlite_only
+):
+    broken = tmp_path / "people.db"
+    broken.write_bytes(b"this is not a SQLite database" * 100)
+    command = [sys.executable, "-m", "waitress", "--listen=127.0.0.1:{port}", "app:app"]
+    with WSGIServer(command, str(broken)) as server:
+        first = requests.get(server.url + "/health", timeout=10)
+        assert first.status_code == 503
+        assert first.json() == {"status": "unavailable", "database": "unreadable"}
+        people = requests.get(server.url + "/people", headers={"X-API-Key": "ps_x"}, timeout=10)
+        assert people.status_code == 503
+        assert people.headers["Content-Type"] == "application/problem+json"
+        assert int(people.headers["Retry-After"]) >= 1
+        assert server.stop(signal.SIGINT) == 0

@@ -9,7 +9,7 @@ from werkzeug.wrappers import Response
 
 from .. import events, feed
 from ..errors import Busy
-from ..web import get_store
+from ..web import get_runtime, get_store
 from ..web.caller import current_caller, required
 from ..web.jsonio import json_response
 from ..web.negotiation import JSON, negotiate
@@ -89,8 +89,8 @@ def _stream(store, viewer, query, resume: int | None):
     config = current_app.config
     after = resume if resume is not None else query["after"]
     cursor = feed.start_of_stream(store, after)
-    slots = current_app.extensions["event_streams"]
-    if not slots.take(config["EVENT_STREAMS"] or OTHER_SERVERS):
+    slots, owner = get_runtime().streams, current_caller().key
+    if not slots.open(owner):
         raise with_headers(
             Busy(
                 "This process holds as many event streams as it may (EVENT_STREAMS); retry "
@@ -102,10 +102,5 @@ def _stream(store, viewer, query, resume: int | None):
     # no cache or proxy may buffer or keep it
     headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no", "Vary": "Accept"}
     response = Response(body, mimetype=STREAM, headers=headers)
-    response.call_on_close(slots.give)  # however the stream ends, even before it started
+    response.call_on_close(lambda: slots.release(owner))  # however the stream ends
     return response
-
-
-@bp.record_once
-def _setup(state) -> None:
-    state.app.extensions["event_streams"] = feed.Slots()

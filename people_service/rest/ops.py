@@ -1,10 +1,10 @@
 """Health, the OpenAPI document, the caller, logins, and the front page and docs (HTML or JSON)."""
 
-from flask import Blueprint, current_app, render_template, request, url_for
+from flask import Blueprint, current_app, g, render_template, request, url_for
 
-from .. import credentials, schemas, service
+from .. import credentials, schemas
 from ..errors import Unauthorized
-from ..web import get_store, services
+from ..web import UNCHARGED, database_state, get_runtime, services
 from ..web.caller import caller_summary, challenge, current_caller, required
 from ..web.jsonio import json_body, json_response
 from ..web.negotiation import wants_html
@@ -18,6 +18,7 @@ front = Blueprint("front", __name__)
 strict_query(bp, tokens)
 
 FORM = "application/x-www-form-urlencoded"
+HANDSHAKE_MAX_BODY = 16 * 1024  # a login's body: a username and a password, escaped
 DESCRIPTION = (
     "People, their friendships and messages over HTTP: a REST API and a GraphQL endpoint over "
     "the same data, with API keys or login tokens and per-key rate limits."
@@ -39,7 +40,7 @@ DOCS_POLICY = content_security_policy(inline_styles=True)
     tag="operations",
 )
 def health():
-    database = service.check_health(get_store())
+    database = database_state()
     if database == "ok":
         return json_response({"status": "ok", "database": "ok"})
     return json_response({"status": "unavailable", "database": database}, 503)
@@ -49,7 +50,7 @@ def health():
 def openapi():
     ext = services()
     if ext.openapi is None:
-        ext.openapi = build_spec(current_app, ext.unlimited, DESCRIPTION)
+        ext.openapi = build_spec(current_app, UNCHARGED, DESCRIPTION)
     if request.script_root:  # mounted under a prefix: the paths are under it too
         return json_response({**ext.openapi, "servers": [{"url": request.script_root}]})
     return json_response(ext.openapi)
@@ -77,16 +78,26 @@ def me():
     "JSON or as a form (application/x-www-form-urlencoded).",
 )
 def issue_token():
-    data = request.form.to_dict() if request.mimetype == FORM else json_body()
-    given = schemas.load(schemas.token_request_schema, data)
-    ext = services()
+    given, runtime = g.login, get_runtime()
     method = current_app.config["PASSWORD_HASH_METHOD"]
-    # a password check waits for a free one (passwords.CHECK_WAIT), then raises Busy: 503
-    user = credentials.login(ext.store, given["username"], given["password"], method)
+    # one check at a time per address, a bounded queue for the rest (runtime.LoginGate)
+    with runtime.logins.turn(request.remote_addr or "unknown"):
+        user = credentials.login(runtime.store, given["username"], given["password"], method)
     if user is None:
         raise with_headers(Unauthorized("The username or password is wrong."), challenge())
-    body = credentials.issue_token(user, ext.token_secret, current_app.config["TOKEN_TTL"])
+    body = credentials.issue_token(user, runtime.secret, current_app.config["TOKEN_TTL"])
     return json_response(body, headers={"Cache-Control": "no-store"})
+
+
+def read_login() -> None:
+    """The login's body, read once before the limiter: its username keys the second limit."""
+    request.max_content_length = HANDSHAKE_MAX_BODY  # 413 beyond
+    data = request.form.to_dict() if request.mimetype == FORM else json_body()
+    g.login = schemas.load(schemas.token_request_schema, data)
+    g.login_username = g.login["username"]
+
+
+issue_token.prepare = read_login
 
 
 @front.get("/")

@@ -1,21 +1,20 @@
-"""The HTTP layer: what one app holds, ready once per process, and what every request passes.
+"""The HTTP layer's request path, in order.
 
-A request, top to bottom: `wsgi_middleware` (method override, trusted proxy, unread chunked
-bodies), a CORS preflight's answer (web/pages.py), `start_request` (request id, framing, the
-caller authenticated once), flask-limiter's own check (web/ratelimit.py), the view,
-`finish_request` (headers, one access line, metrics), `end_request` (the store's connection
-back to its pool).
+1. `wsgi_middleware`: what must precede Flask (method override, trusted proxy, unframed
+   bodies, `Retry-After` only on 429 and 503).
+2. `start_request`: request id, framing, a CORS preflight's answer, the caller authenticated
+   once (`g.caller`), and the view's price (`g.cost`).
+3. flask-limiter's own check (web/ratelimit.py), reading what step 2 left.
+4. The view.
+5. `finish_request`: headers, one access line, metrics.
+6. `end_request`: events the request committed wake the webhook worker and the streams.
 """
 
-import atexit
 import ipaddress
 import logging
-import os
 import re
-import threading
 import time
 import uuid
-import weakref
 from io import BytesIO
 
 from flask import current_app, g, request
@@ -25,89 +24,48 @@ from werkzeug.routing import RequestRedirect
 
 from .. import logs
 from ..config import ConfigError, trusted_proxies
-from ..credentials import UsageTracker, load_secret
-from ..errors import BadRequest
-from ..store import Store, redacted
+from ..errors import BadRequest, Unavailable
+from ..runtime import Runtime, Runtimes
+from ..store import Store, open_store
 
+log = logging.getLogger("people_service")
 access_log = logging.getLogger(logs.ACCESS)
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:/+=@-]{1,128}$")
 OVERRIDABLE = frozenset({"PUT", "PATCH", "DELETE"})
-_locks: dict[int, threading.Lock] = {}  # one per process: no lock is used across a fork
-_prepared: weakref.WeakSet = weakref.WeakSet()  # apps whose usage counts are written at exit
+# Endpoints that need neither a caller nor a rate limit (flask-limiter exempts them too)
+UNCHARGED = frozenset({"ops.health", "assets.asset", "assets.favicon"})
+RETRY_STATUSES = ("429", "503")  # the answers that say when to retry
 
 
-class Services:
-    """What the views of one app share. Built by create_app without opening anything: each
-    process migrates the schema, reads the secret and starts counting usage on first use."""
-
-    def __init__(self, config: dict, store: Store):
-        self.config, self._store = config, store  # the store opens connections per process
-        self.limiter = None  # flask-limiter's Limiter
-        self.unlimited = UNCHARGED  # endpoints never rate limited
-        self.explorer: str | None = None  # the explorer page, rendered once, on first use
-        self.openapi: dict | None = None  # the OpenAPI document, built once, on first use
-        self._here: tuple | None = None  # (process id, usage tracker, token secret)
-        self.take_logs = not logs.operator_configured()  # else the operator's handlers write
-
-    def _process(self) -> tuple:
-        pid = os.getpid()
-        if self._here is None or self._here[0] != pid:
-            with _locks.setdefault(pid, threading.Lock()):
-                if self._here is None or self._here[0] != pid:
-                    self._here = (pid, *self._prepare())
-                    _prepared.add(self)
-        return self._here
-
-    def _prepare(self) -> tuple:
-        try:
-            self._store.upgrade_schema()
-        except Exception as exc:  # any failure here is a configuration problem for the operator
-            shown = redacted(self.config["DATABASE"])
-            raise ConfigError(f"cannot open database {shown!r}: {exc}") from None
-        try:
-            secret = load_secret(self.config, self._store)
-        except (OSError, ValueError) as exc:
-            raise ConfigError(f"cannot read or create the secret key: {exc}") from None
-        return UsageTracker(self._store, self.config["USAGE_FLUSH_SECONDS"]), secret
-
-    @property
-    def store(self) -> Store:
-        """The store, its schema migrated by this process (raises ConfigError)."""
-        self._process()
-        return self._store
-
-    @property
-    def usage(self) -> UsageTracker:
-        return self._process()[1]
-
-    @property
-    def token_secret(self) -> str:  # signs and checks login tokens
-        return self._process()[2]
-
-    def close(self) -> None:
-        """Write this process's pending usage counts; close its connections (idempotent)."""
-        from .. import delivery  # not at import: server.py sets up the metrics first
-
-        delivery.stop_for(self, wait=2)  # its webhook worker, once its attempts are recorded
-        here = self._here
-        if here is not None and here[0] == os.getpid():
-            here[1].stop()
-        self._store.close()
-
-
-@atexit.register
-def _close_all() -> None:
-    for ext in list(_prepared):
-        ext.close()
-
-
-def services(app=None) -> Services:
-    """The services of `app` (default: the app of the current request)."""
+def services(app=None) -> Runtimes:
+    """What `app` (default: the current one) shares: its runtimes, its limiter, its pages."""
     return (app or current_app).extensions["people_service"]
 
 
+def get_runtime() -> Runtime:
+    """This process's runtime; Unavailable (503) while the database cannot be opened."""
+    try:
+        return services().get()
+    except ConfigError as exc:
+        log.warning("%s", exc)
+        raise Unavailable("The database cannot be opened now.") from None
+
+
 def get_store() -> Store:
-    return services().store
+    return get_runtime().store
+
+
+def database_state() -> str:
+    """'ok', or what is wrong with the database, also while no runtime can be made."""
+    try:
+        return get_store().check()
+    except Unavailable:
+        store = open_store(current_app.config["DATABASE"])
+        try:
+            state = store.check()
+        finally:
+            store.close()
+        return "unreadable" if state == "ok" else state
 
 
 def wsgi_middleware(app, config):
@@ -130,14 +88,14 @@ def wsgi_middleware(app, config):
             environ["people_service.unframed"], environ["wsgi.input"] = True, BytesIO()
 
         def respond(status, headers, exc_info=None):
-            # flask-limiter rounds the seconds left down: never 0 (a retry at once), and never
-            # below an answer's own (a 503's), which it takes as its least but may round down
-            least = int(environ.get("people_service.retry_after", 1))
+            # flask-limiter adds its window's Retry-After to every limited answer, rounded
+            # down: only a 429 keeps it (at least 1), a 503 its own, the others none
+            own = environ.get("people_service.retry_after") if status[:3] == "503" else None
+            retry = status[:3] in RETRY_STATUSES
             headers = [
-                (k, str(max(least, int(v))))
-                if k == "Retry-After" and v.lstrip("-").isdigit()
-                else (k, v)
+                (k, own or _at_least_one(v) if k == "Retry-After" else v)
                 for k, v in headers
+                if retry or k != "Retry-After"
             ]
             return start_response(status, headers, exc_info)
 
@@ -148,6 +106,10 @@ def wsgi_middleware(app, config):
     return middleware
 
 
+def _at_least_one(seconds: str) -> str:
+    return str(max(1, int(seconds))) if seconds.lstrip("-").isdigit() else seconds
+
+
 def _trusted(address: str | None, networks: list) -> bool:
     try:
         return any(ipaddress.ip_address(address or "") in network for network in networks)
@@ -156,17 +118,14 @@ def _trusted(address: str | None, networks: list) -> bool:
 
 
 def start_request():
-    """The first hook: request id, logging, framing, the caller (authenticated once)."""
-    from .. import delivery  # not at import: serve sets up prometheus-client's metrics first
-    from .caller import peek_caller
+    """The one hook before the limiter: framing, the caller and the request's price."""
+    from . import caller, pages
 
-    ext, state, req = services(), g._get_current_object(), request._get_current_object()
-    state.started = time.perf_counter()
+    req = request._get_current_object()
+    g.started = time.perf_counter()
     given = req.headers.get("X-Request-ID")
-    state.request_id = given if given and _REQUEST_ID.fullmatch(given) else uuid.uuid4().hex
-    logs.request_id.set(state.request_id)
-    if ext.take_logs:  # a WSGI server may set up logging after loading the app
-        logs.take_over()
+    g.request_id = given if given and _REQUEST_ID.fullmatch(given) else uuid.uuid4().hex
+    logs.request_id.set(g.request_id)
     if "people_service.unframed" in req.environ:
         raise LengthRequired("Send the body with a Content-Length (chunked bodies are not read).")
     if req.max_content_length is not None and (req.content_length or 0) > req.max_content_length:
@@ -176,25 +135,29 @@ def start_request():
     bad = req.environ.get("people_service.bad_override")
     if bad is not None:
         raise BadRequest(f"X-HTTP-Method-Override must be PUT, PATCH or DELETE, not '{bad}'.")
-    # every serving process delivers webhooks; its worker starts once this process migrated
-    # the schema (`store`), never racing the migration (a new file's WAL switch needs it alone)
-    ext.store  # noqa: B018
-    delivery.ensure(ext, current_app.config)
-    caller = peek_caller() if req.endpoint not in (None, *UNCHARGED) else None
-    if caller is not None:
-        ext.usage.hit(caller)  # once per request, before /me reads it
-
-
-# Endpoints that need neither a caller nor a rate limit (flask-limiter exempts them too)
-UNCHARGED = frozenset({"ops.health", "assets.asset", "assets.favicon"})
+    if pages.is_preflight():
+        return current_app.make_default_options_response()  # never charged
+    if req.endpoint in UNCHARGED or req.endpoint is None or req.method == "OPTIONS":
+        return None  # Flask answers OPTIONS itself
+    runtime = get_runtime()
+    g.caller = caller.identify(runtime)
+    if g.caller is not None:
+        runtime.usage.hit(g.caller)  # once per request, before /me reads it
+    view = current_app.view_functions[req.endpoint]
+    prepare = getattr(view, "prepare", None)
+    if prepare is not None:
+        prepare()
+    price = getattr(view, "rate_limit_cost", None)
+    g.cost = max(1, price() or 1) if price is not None and g.caller is not None else 1
+    return None
 
 
 def finish_request(response):
-    """The last hook: request id and security headers, the access line, metrics."""
+    """The one hook after the view: request id and security headers, the access line, metrics."""
     from . import metrics, pages
 
-    state, req, headers = g._get_current_object(), request._get_current_object(), response.headers
-    request_id = state.get("request_id") or uuid.uuid4().hex
+    req, headers = request._get_current_object(), response.headers
+    request_id = g.get("request_id") or uuid.uuid4().hex
     status = response.status_code
     if status in (204, 304):  # no body: werkzeug's default type does not apply
         headers.pop("Content-Type", None)
@@ -203,12 +166,11 @@ def finish_request(response):
         headers.pop("Content-Type", None)
     headers["X-Request-ID"] = request_id
     headers["X-Content-Type-Options"] = "nosniff"
-    if headers.get("Content-Type", "").startswith("text/html"):
-        pages.secure(response)  # the pages: a Content-Security-Policy, no framing
-    caller = state.get("caller")
+    pages.secure(response)
+    caller = g.get("caller")
     if caller is not None and "Cache-Control" not in headers:
         headers["Cache-Control"] = "private, no-cache"  # one caller's data: revalidate (ETag)
-    elapsed = time.perf_counter() - state.get("started", time.perf_counter())
+    elapsed = time.perf_counter() - g.get("started", time.perf_counter())
     if access_log.isEnabledFor(logging.INFO):
         access_log.info(
             f"{time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime())} {request_id} "
@@ -216,15 +178,16 @@ def finish_request(response):
             f"{logs.logged_url(req.path, req.query_string)} {status} {elapsed * 1000:.1f}ms"
         )
     if current_app.config["METRICS"]:
-        metrics.record(req, status, elapsed, state.get("graphql_operation"))
+        metrics.record(req, status, elapsed, g.get("graphql_operation"))
     return response
 
 
 def end_request(error=None) -> None:
-    """The teardown: the request's database connection goes back to the store's pool; events
-    it committed wake this process's streams and webhook worker at once."""
-    from .. import delivery, events
-
-    if events.committed(services().store):
-        delivery.wake()
+    """The teardown (never raises): what the request committed wakes this process's workers."""
+    runtime = services().made()
+    if runtime is not None:
+        try:
+            runtime.committed()
+        except Exception:
+            log.exception("waking the webhook worker and the streams failed")
     logs.request_id.set("-")

@@ -6,8 +6,8 @@ from flask import current_app, g, request
 
 from .. import credentials
 from ..credentials import Caller
-from ..errors import Forbidden, ServiceError, Unauthorized
-from . import services
+from ..errors import Forbidden, Unauthorized
+from . import get_runtime
 from .problems import with_headers
 
 REALM = 'realm="people-service"'
@@ -22,11 +22,11 @@ def _refused(detail: str, error: str | None = None) -> Unauthorized:
     return with_headers(Unauthorized(detail), challenge(error))
 
 
-def _resolve() -> Caller | None:
-    ext, headers = services(), request.headers
+def _resolve(runtime) -> Caller | None:
+    headers = request.headers
     key = headers.get("X-API-Key")
     if key is not None:
-        caller = credentials.caller_from_key(ext.store, key.strip())
+        caller = credentials.caller_from_key(runtime.store, key.strip())
         if caller is None:
             hint = " Tokens go in 'Authorization: Bearer'." if key.count(".") == 2 else ""
             raise _refused(f"The API key is unknown or revoked.{hint}")
@@ -40,41 +40,34 @@ def _resolve() -> Caller | None:
         raise _refused(
             "Send 'Authorization: Bearer <token>' or 'X-API-Key: <key>'.", "invalid_request"
         )
-    caller = credentials.caller_from_token(ext.store, token, ext.token_secret)
+    caller = credentials.caller_from_token(runtime.store, token, runtime.secret)
     if caller is None:
         hint = " API keys go in X-API-Key." if token.startswith(credentials.KEY_PREFIX) else ""
         raise _refused(f"The token is invalid or expired.{hint}", "invalid_token")
     return caller
 
 
-def current_caller() -> Caller | None:
-    """The caller (resolved once per request), None without credentials; Unauthorized for
-    wrong ones."""
-    if "caller" not in g:
-        try:
-            g.caller = _resolve()
-        except Unauthorized as error:
-            g.caller, g.caller_error = None, error
-    if g.caller is None and "caller_error" in g:
-        raise g.caller_error
-    return g.caller
-
-
-def peek_caller() -> Caller | None:
-    """The caller, or None when credentials are missing or wrong or the store cannot say now
-    (the view's own authenticate() answers that)."""
+def identify(runtime) -> Caller | None:
+    """The request's caller from its headers, None without credentials; wrong ones are kept
+    for authenticate() to answer, so that the open endpoints still serve."""
     try:
-        return current_caller()
-    except (Unauthorized, ServiceError):
+        return _resolve(runtime)
+    except Unauthorized as error:
+        g.refusal = error
         return None
 
 
 def authenticate() -> Caller:
-    """The caller, or Unauthorized."""
-    caller = current_caller()
+    """The caller that start_request identified, or Unauthorized."""
+    caller = g.get("caller")
     if caller is None:
-        raise _refused("Send an API key in X-API-Key or a token in 'Authorization: Bearer'.")
+        raise g.get("refusal") or _refused(
+            "Send an API key in X-API-Key or a token in 'Authorization: Bearer'."
+        )
     return caller
+
+
+current_caller = authenticate
 
 
 def check_scope(caller: Caller, scope: str) -> None:
@@ -108,4 +101,5 @@ def required(view=None, *, scope: str | None = None):
 
 def caller_summary(caller: Caller) -> dict:
     """What /me and GraphQL's `me` say about the caller."""
-    return credentials.summary(services().usage, caller, current_app.config["RATE_LIMIT"])
+    usage = get_runtime().usage
+    return credentials.summary(usage, caller, current_app.config["RATE_LIMIT"])

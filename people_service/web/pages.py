@@ -91,8 +91,13 @@ DEFAULT_POLICY = content_security_policy()
 
 
 def secure(response: Response) -> Response:
-    """The security headers of an HTML page (a page that set its own policy keeps it)."""
+    """The security headers of an HTML page (a page that set its own policy keeps it); the
+    origins CORS answers vary on."""
     headers = response.headers
+    if current_app.config.get("CORS_ON") == "origins":
+        response.vary.add("Origin")  # flask-cors says so only when it knows several
+    if not headers.get("Content-Type", "").startswith("text/html"):
+        return response
     headers.setdefault("Content-Security-Policy", DEFAULT_POLICY)
     headers.setdefault("X-Frame-Options", "DENY")
     headers.setdefault("Referrer-Policy", "no-referrer")
@@ -121,29 +126,25 @@ EXPOSE_HEADERS = (
 ).split()
 
 
-def answer_preflight():
-    """Answer the preflight of a known route before authentication and the rate limit."""
+def is_preflight() -> bool:
+    """A CORS preflight of a known route (answered before authentication and the limit)."""
     headers = request.headers
-    preflight = "Origin" in headers and "Access-Control-Request-Method" in headers
-    if request.method == "OPTIONS" and request.url_rule is not None and preflight:
-        return current_app.make_default_options_response()  # 204 (finish_request)
-
-
-def vary_on_origin(response):
-    # flask-cors says so only when it knows more than one origin
-    response.vary.add("Origin")
-    return response
+    return (
+        request.method == "OPTIONS"
+        and current_app.config.get("CORS_ON") is not None
+        and request.url_rule is not None
+        and "Origin" in headers
+        and "Access-Control-Request-Method" in headers
+    )
 
 
 def init_cors(app) -> None:
-    """Turn CORS on for the origins of CORS_ORIGINS; register before the rate limiter."""
+    """Turn CORS on for the origins of CORS_ORIGINS."""
     origins = cors_origins(app.config["CORS_ORIGINS"])
     if not origins:
         return
-    app.before_request(answer_preflight)
     anyone = origins == ["*"]
-    if not anyone:
-        app.after_request(vary_on_origin)
+    app.config["CORS_ON"] = "anyone" if anyone else "origins"
     CORS(
         app,
         # a string would be taken for a regex ("[" of IPv6): each origin matches only itself

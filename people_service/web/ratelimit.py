@@ -4,7 +4,7 @@ price from its `rate_limit_cost`, and the login's limits per address and per use
 import functools
 import hashlib
 
-from flask import current_app, request
+from flask import current_app, g, request
 from flask_limiter import Limit, Limiter
 from limits import parse_many
 
@@ -12,11 +12,8 @@ from ..config import ConfigError
 from ..store import redacted
 from ..store.counters import default_uri  # also registers the sqlite:// scheme with limits
 from . import UNCHARGED
-from .caller import peek_caller
-from .jsonio import json_body
 
 SCOPE = "global"  # one budget across endpoints
-HANDSHAKE_MAX_BODY = 16 * 1024  # a login's body: a username and a password, escaped
 
 
 def storage_uri(config) -> str:
@@ -27,7 +24,7 @@ def storage_uri(config) -> str:
 
 def caller_limit() -> str:
     """The caller's own limit, else the default; read on every request so changes apply."""
-    caller, config = peek_caller(), current_app.config
+    caller, config = g.get("caller"), current_app.config
     if caller is None:
         return config["ANONYMOUS_RATE_LIMIT"]
     return caller.rate_limit or config["RATE_LIMIT"]
@@ -49,38 +46,20 @@ def client_address_key() -> str:
 
 
 def caller_key() -> str:  # never empty: an empty key would be unlimited
-    caller = peek_caller()
+    caller = g.get("caller")
     return caller.key if caller else client_address_key()
 
 
 def login_key() -> str:
-    """The login's second counter: the client address and the username, hashed."""
-    request.max_content_length = HANDSHAKE_MAX_BODY  # the view's read answers 413 beyond
-    username = None
-    try:  # a key function never raises: flask-limiter would take it for a storage failure
-        if (request.content_length or 0) <= HANDSHAKE_MAX_BODY:
-            data = json_body() if request.is_json else request.form
-            username = data.get("username") if hasattr(data, "get") else None
-    except Exception:
-        pass  # the view answers the bad body; the address is still charged
-    identity = f"{client_address_key()}\0{str(username or '')[:200]}"
+    """The login's second counter: the client address and the username (read by the view's
+    `prepare`), hashed."""
+    identity = f"{client_address_key()}\0{g.get('login_username', '')[:200]}"
     return "login:" + hashlib.sha256(identity.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
-def _price():
-    """The view's `rate_limit_cost` if it has one and a caller is known (else a request is 1)."""
-    view = current_app.view_functions.get(request.endpoint)
-    return getattr(view, "rate_limit_cost", None) if peek_caller() else None
-
-
 def request_cost() -> int:
-    """The cost of this request, at least 1. What the price raises, the view raises again to
-    its client: raised here, flask-limiter would take it for a storage failure."""
-    price = _price()
-    try:
-        return max(1, price() or 1) if price else 1
-    except Exception:
-        return 1
+    """What start_request priced this request at (1 when it did not)."""
+    return g.get("cost", 1)
 
 
 def init_app(app, logins) -> Limiter:
@@ -90,7 +69,8 @@ def init_app(app, logins) -> Limiter:
 
     def refusal_detail() -> str:
         breached = limiter.current_limit
-        if _price() is None:
+        view = current_app.view_functions.get(request.endpoint)
+        if getattr(view, "rate_limit_cost", None) is None or g.get("caller") is None:
             return f"Rate limit exceeded ({breached.limit})."
         return (
             f"This query costs {request_cost()}, and the rate limit ({breached.limit}) has "
