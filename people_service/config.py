@@ -9,9 +9,9 @@ from limits import parse_many
 PREFIX = "PEOPLE_SERVICE_"
 
 DEFAULTS: dict[str, object] = {
-    # SQLite file, relative to the working directory
+    # SQLite file (relative to the working directory) or a postgresql:// URL
     "DATABASE": "data/people.db",
-    # JWT signing secret (32+ bytes); unset: generated once into secret.key beside the database
+    # JWT signing secret (32+ bytes); unset: generated once and kept by the store
     "SECRET_KEY": None,
     # lifetime of a login token, in seconds
     "TOKEN_TTL": 3600,
@@ -41,8 +41,7 @@ DEFAULTS: dict[str, object] = {
     "MAX_BODY_BYTES": 1 << 20,
     # level of the people_service loggers (the access log is INFO)
     "LOG_LEVEL": "INFO",
-    # reverse proxies whose X-Forwarded-For is believed: addresses or CIDR networks, comma
-    # separated (10.0.0.0/8); unset: none is
+    # reverse proxies whose X-Forwarded-For is believed: comma list of addresses or networks
     "TRUSTED_PROXY": "",
     # seconds between flushes of the per-key usage counters to the database
     "USAGE_FLUSH_SECONDS": 5,
@@ -50,11 +49,9 @@ DEFAULTS: dict[str, object] = {
     "METRICS": True,
     # sites whose pages may call the API (comma list of origins, or *); empty: CORS is off
     "CORS_ORIGINS": "",
-    # how new passwords are hashed (werkzeug's generate_password_hash method: pbkdf2:HASH:ROUNDS
-    # or scrypt:N:R:P); older hashes keep their own method. Lower it only for tests
+    # how new passwords are hashed: pbkdf2:HASH:ROUNDS or scrypt:N:R:P (lower only for tests)
     "PASSWORD_HASH_METHOD": "pbkdf2:sha256:600000",
-    # most event streams (GET /events as text/event-stream) one process holds; 0: half of
-    # serve's --threads, 4 under other WSGI servers
+    # most event streams one process holds; 0: half of serve's --threads, else 4
     "EVENT_STREAMS": 0,
     # seconds an event stream lasts before the server ends it with a retry: hint
     "EVENT_STREAM_SECONDS": 300,
@@ -70,81 +67,86 @@ DEFAULTS: dict[str, object] = {
     "EVENT_RETENTION_DAYS": 7,
 }
 
-AUTO = ("EVENT_STREAMS",)  # integer settings where 0 means "chosen for the server"
 TRUE, FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+AUTO = ("EVENT_STREAMS",)  # integer settings where 0 means "chosen for the server"
 # scheme://host[:port], as browsers send it in Origin (a trailing slash is forgiven)
 ORIGIN = re.compile(r"(https?)://([a-z0-9.-]+|\[[0-9a-f:.]+\])(:[0-9]{1,5})?/?", re.IGNORECASE)
 # Settings that must match a pattern in full, and what they must be
 PATTERNS = {
-    "EXPLORER": (re.compile("playground|graphiql|none"), "be one of playground, graphiql, none"),
+    "EXPLORER": ("playground|graphiql|none", "be one of playground, graphiql, none"),
     "LOG_LEVEL": (
-        re.compile("DEBUG|INFO|WARNING|ERROR|CRITICAL", re.IGNORECASE),
+        "(?i:DEBUG|INFO|WARNING|ERROR|CRITICAL)",
         "be one of DEBUG, INFO, WARNING, ERROR, CRITICAL",
     ),
     "RATE_LIMIT_STORAGE": (
-        re.compile(r"((memory|sqlite|redis|rediss|redis\+unix)://.*)?", re.DOTALL),
+        r"(?s:((memory|sqlite|redis|rediss|redis\+unix)://.*)?)",
         "be empty, memory://, sqlite:// (optionally followed by a file path) or redis://host:port",
     ),
     # what werkzeug's generate_password_hash accepts as a method
     "PASSWORD_HASH_METHOD": (
-        re.compile(r"pbkdf2(:sha(256|384|512)(:[1-9][0-9]{0,8})?)?|scrypt((:[1-9][0-9]*){3})?"),
+        r"pbkdf2(:sha(256|384|512)(:[1-9][0-9]{0,8})?)?|scrypt((:[1-9][0-9]*){3})?",
         "look like pbkdf2:sha256:600000 or scrypt:32768:8:1",
     ),
-    # an absolute http(s) URL or a path on this server, without what would break out of HTML
+    # an http(s) URL or a path on this server, without what would break out of HTML
     "EXPLORER_CDN": (
-        re.compile(r"(https?://[A-Za-z0-9.:\[\]-]+)?(/[A-Za-z0-9._~@%+/-]*)?"),
+        r"(https?://[A-Za-z0-9.:\[\]-]+)?(/[A-Za-z0-9._~@%+/-]*)?",
         "be an http(s) URL such as https://cdn.jsdelivr.net/npm",
     ),
 }
 
 
 class ConfigError(ValueError):
-    """A setting that cannot work; start-up stops with its message."""
+    """A setting that cannot work; start-up stops with its one-line message."""
+
+
+def refused(name: str, rule: str, *value) -> ConfigError:
+    """`PEOPLE_SERVICE_NAME must RULE[, not VALUE]`."""
+    return ConfigError(f"{PREFIX}{name} must {rule}" + "".join(f", not {v!r}" for v in value))
 
 
 def load(overrides: dict | None = None, environ=None) -> dict:
-    """The effective settings, checked."""
+    """The effective settings, checked; raises ConfigError."""
     environ = os.environ if environ is None else environ
     config = dict(DEFAULTS)
     for name, default in DEFAULTS.items():
-        raw = environ.get(PREFIX + name)
-        if raw is None:
-            continue
-        if isinstance(default, bool):
-            word = raw.strip().lower()
-            if word not in TRUE + FALSE:
-                raise ConfigError(f"{PREFIX}{name} must be true or false, not {raw!r}")
-            raw = word in TRUE
-        elif isinstance(default, int):
-            try:
-                raw = int(raw)
-            except ValueError:
-                raise ConfigError(f"{PREFIX}{name} must be an integer, not {raw!r}") from None
-        config[name] = raw
+        if (raw := environ.get(PREFIX + name)) is not None:
+            config[name] = parse(name, default, raw)
     config.update(overrides or {})
     check(config)
     return config
+
+
+def parse(name: str, default, raw: str):
+    """An environment variable's text as the type of its default."""
+    if isinstance(default, bool):
+        if raw.strip().lower() not in TRUE + FALSE:
+            raise refused(name, "be true or false", raw)
+        return raw.strip().lower() in TRUE
+    if isinstance(default, int):
+        try:
+            return int(raw)
+        except ValueError:
+            raise refused(name, "be an integer", raw) from None
+    return raw
 
 
 def check(config: dict) -> None:
     """Refuse settings that would fail later, with a message naming the setting."""
     for name in ("RATE_LIMIT", "ANONYMOUS_RATE_LIMIT", "AUTH_RATE_LIMIT"):
         if problem := limit_problem(config[name]):
-            raise ConfigError(f"{PREFIX}{name} must {problem}, not {config[name]!r}")
+            raise refused(name, problem, config[name])
     for name, (pattern, rule) in PATTERNS.items():
-        if not pattern.fullmatch(str(config[name] or "")):
-            raise ConfigError(f"{PREFIX}{name} must {rule}, not {config[name]!r}")
+        if not re.fullmatch(pattern, str(config[name] or "")):
+            raise refused(name, rule, config[name])
     for name in [name for name, value in DEFAULTS.items() if type(value) is int]:
-        value = config[name]
-        if isinstance(value, bool) or not isinstance(value, int) or value < (name not in AUTO):
-            least = "0 or more" if name in AUTO else "a positive integer"
-            raise ConfigError(f"{PREFIX}{name} must be {least}")
+        value, least = config[name], 0 if name in AUTO else 1
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise refused(name, "be 0 or more" if least == 0 else "be a positive integer")
     # the flush thread waits this long: past what threading can wait for, it would die silently
     if config["USAGE_FLUSH_SECONDS"] > 86_400:
-        raise ConfigError(f"{PREFIX}USAGE_FLUSH_SECONDS must be at most 86400 (a day)")
-    secret = config["SECRET_KEY"]
-    if secret and len(str(secret).encode()) < 32:
-        raise ConfigError(f"{PREFIX}SECRET_KEY must be at least 32 bytes long")
+        raise refused("USAGE_FLUSH_SECONDS", "be at most 86400 (a day)")
+    if config["SECRET_KEY"] and len(str(config["SECRET_KEY"]).encode()) < 32:
+        raise refused("SECRET_KEY", "be at least 32 bytes long")
     cors_origins(config["CORS_ORIGINS"])
     trusted_proxies(config["TRUSTED_PROXY"])
     retry_schedule(config["WEBHOOK_RETRY_SCHEDULE"])
@@ -158,10 +160,8 @@ def cors_origins(value) -> list[str]:
         return origins
     for origin in origins:
         if not ORIGIN.fullmatch(origin):
-            raise ConfigError(
-                f"{PREFIX}CORS_ORIGINS must be * or a comma list of origins such as "
-                f"https://app.example.org, not {origin!r}"
-            )
+            rule = "be * or a comma list of origins such as https://app.example.org"
+            raise refused("CORS_ORIGINS", rule, origin)
     return [origin.rstrip("/").lower() for origin in origins]
 
 
@@ -171,10 +171,8 @@ def trusted_proxies(value) -> list:
         parts = [part.strip() for part in str(value or "").split(",") if part.strip()]
         return [ipaddress.ip_network(part, strict=False) for part in parts]
     except ValueError:
-        raise ConfigError(
-            f"{PREFIX}TRUSTED_PROXY must be addresses or networks such as 10.0.0.0/8, comma "
-            f"separated, not {value!r}"
-        ) from None
+        rule = "be addresses or networks such as 10.0.0.0/8, comma separated"
+        raise refused("TRUSTED_PROXY", rule, value) from None
 
 
 def retry_schedule(value) -> list[float]:
@@ -184,10 +182,8 @@ def retry_schedule(value) -> list[float]:
     except ValueError:
         delays = []
     if not delays or not all(0 <= delay <= 86_400 for delay in delays):
-        raise ConfigError(
-            f"{PREFIX}WEBHOOK_RETRY_SCHEDULE must be a comma list of seconds (0 to 86400) such"
-            f" as 5,300,1800, not {value!r}"
-        )
+        rule = "be a comma list of seconds (0 to 86400) such as 5,300,1800"
+        raise refused("WEBHOOK_RETRY_SCHEDULE", rule, value)
     return delays
 
 

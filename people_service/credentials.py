@@ -40,8 +40,13 @@ class Caller:
         return Viewer(self.key, self.name, "admin" in self.scopes)
 
 
-def _scopes(scopes: list[str]) -> str:
+def _scopes(scopes) -> str:
     return " ".join(scope for scope in schemas.SCOPES if scope in scopes)
+
+
+def _found(done, message: str) -> None:
+    if not done:
+        raise NotFound(message)
 
 
 def hash_key(key: str) -> str:
@@ -59,9 +64,8 @@ def create_key(store, name: str, scopes="read,write", rate_limit: str | None = N
     given = {"name": name, "scopes": scopes, "rate_limit": rate_limit}
     checked = schemas.load(schemas.key_request_schema, given, error=BadRequest)
     key, prefix, digest = _new_key()
-    store.insert_key(
-        {**checked, "prefix": prefix, "key_hash": digest, "scopes": _scopes(checked["scopes"])}
-    )
+    scopes = _scopes(checked["scopes"])
+    store.insert_key({**checked, "prefix": prefix, "key_hash": digest, "scopes": scopes})
     return key
 
 
@@ -72,82 +76,68 @@ def check_field(kind: str, field: str, value) -> None:
 
 
 def revoke_key(store, name: str) -> None:
-    """Refuse a key from now on, in every process; raises NotFound for no such active key."""
-    if not store.revoke_key(name):
-        raise NotFound(f"No active API key named '{name}'.")
+    """Refuse a key from now on, in every process; NotFound for no such active key."""
+    _found(store.revoke_key(name), f"No active API key named '{name}'.")
 
 
 def rotate_key(store, name: str) -> str:
     """A new secret for an active key (returned once); its name, limits and usage stay."""
     key, prefix, digest = _new_key()
-    if not store.rotate_key(name, prefix, digest):
-        raise NotFound(f"No active API key named '{name}'.")
+    _found(store.rotate_key(name, prefix, digest), f"No active API key named '{name}'.")
     return key
 
 
 def delete_key(store, name: str) -> None:
     """Forget a key, revoked or not (it is refused from now on); NotFound if there is none."""
-    if not store.delete_key(name):
-        raise NotFound(f"No API key named '{name}'.")
+    _found(store.delete_key(name), f"No API key named '{name}'.")
 
 
 def caller_from_key(store, key: str) -> Caller | None:
     """The caller an API key stands for, or None for an unknown or revoked key."""
     if not key.startswith(KEY_PREFIX) or len(key) > 128:
         return None
-    digest = hash_key(key)
-    row = store.key_by_hash(digest)
+    row = store.key_by_hash(digest := hash_key(key))
     if row is None or not hmac.compare_digest(row["key_hash"], digest):
         return None
-    return Caller(
-        "api_key", row["id"], row["name"], frozenset(row["scopes"].split()), row["rate_limit"]
-    )
+    scopes = frozenset(row["scopes"].split())
+    return Caller("api_key", row["id"], row["name"], scopes, row["rate_limit"])
 
 
 def create_user(
-    store,
-    username: str,
-    password: str,
-    scopes="read,write",
-    rate_limit: str | None = None,
-    method: str = DEFAULT_METHOD,
+    store, username: str, password: str, scopes="read,write", rate_limit=None, method=DEFAULT_METHOD
 ) -> None:
     """A login for the token handshake (password hashed by `method`); a taken name is Conflict."""
     given = {"username": username, "password": password, "scopes": scopes, "rate_limit": rate_limit}
     checked = schemas.load(schemas.user_request_schema, given, error=BadRequest)
     password = check_new_password(checked.pop("password"), checked["username"])
-    hashed = generate_password_hash(password, method)
-    store.insert_user({**checked, "password_hash": hashed, "scopes": _scopes(checked["scopes"])})
+    hashed, scopes = generate_password_hash(password, method), _scopes(checked["scopes"])
+    store.insert_user({**checked, "password_hash": hashed, "scopes": scopes})
 
 
 def check_new_password(password: str, username: str) -> str:
     """`password` if `username` may have it; BadRequest naming the rule it breaks."""
     checked = schemas.load(schemas.password_schema, {"password": password}, error=BadRequest)
     if names_its_context(checked["password"], username):
-        raise BadRequest.of_field(
-            "password", "Must not contain the username or the service's name."
-        )
+        message = "Must not contain the username or the service's name."
+        raise BadRequest.of_field("password", message)
     return checked["password"]
 
 
 def change_password(store, username: str, password: str, method: str = DEFAULT_METHOD) -> None:
     """A new password; tokens issued before it stop working at once, in every process."""
-    password = check_new_password(password, username)
-    if not store.set_password(username, generate_password_hash(password, method)):
-        raise NotFound(f"No user named '{username}'.")
+    hashed = generate_password_hash(check_new_password(password, username), method)
+    _found(store.set_password(username, hashed), f"No user named '{username}'.")
 
 
 def set_disabled(store, username: str, disabled: bool) -> None:
-    """Disable a user (no logins; its tokens stop working at once, in every process), or let it
-    log in again (tokens from before the disable stay invalid)."""
-    if not store.set_disabled(username, disabled):
-        raise NotFound(f"No {'enabled' if disabled else 'disabled'} user named '{username}'.")
+    """Disable a user (no logins, its tokens stop working) or enable it (old tokens stay dead)."""
+    state = "enabled" if disabled else "disabled"
+    _found(store.set_disabled(username, disabled), f"No {state} user named '{username}'.")
 
 
 def delete_user(store, username: str) -> None:
     """Forget a user; its tokens stop working at once."""
-    if not store.delete_user(username):
-        raise NotFound(f"No user named '{username}'.")
+    _found(store.delete_user(username), f"No user named '{username}'.")
 
 
 def login(store, username: str, password: str, method: str = DEFAULT_METHOD) -> dict | None:
@@ -164,33 +154,22 @@ def login(store, username: str, password: str, method: str = DEFAULT_METHOD) -> 
 def issue_token(user: dict, secret: str, ttl: int) -> dict:
     """A bearer token for a user who logged in, as the handshake answers it."""
     now = int(time.time())
-    claims = {
-        "sub": user["username"],
-        "scope": user["scopes"],
-        "iat": now,
-        "exp": now + ttl,
-        "iss": ISSUER,
-        # the user's token generation: a new password or a disable moves it on
-        "gen": user["token_generation"],
-        # the user's row (never reused): a new user of a deleted one's name starts at gen 0
-        "uid": user["id"],
-    }
+    claims = {"sub": user["username"], "scope": user["scopes"], "iat": now, "exp": now + ttl}
+    # gen: a new password or a disable moves it on; uid: a new user of a deleted one's name
+    # starts at gen 0, so a token of the old user must name the row it was issued to
+    claims |= {"iss": ISSUER, "gen": user["token_generation"], "uid": user["id"]}
     token = jwt.encode(claims, secret, algorithm="HS256")
     return {"access_token": token, "token_type": "Bearer", "expires_in": ttl}
 
 
+CLAIMS = ["exp", "iat", "sub", "iss", "scope", "gen", "uid"]
+
+
 def caller_from_token(store, token: str, secret: str) -> Caller | None:
-    """The user a token stands for; None when it is invalid, expired, or its user is gone,
+    """The user a token stands for; None when it is invalid or expired, or its user is gone,
     disabled or has a new password since (read on every request: any process's change counts)."""
     try:
-        claims = jwt.decode(
-            token,
-            secret,
-            algorithms=["HS256"],
-            issuer=ISSUER,
-            options={"require": ["exp", "iat", "sub", "iss", "scope", "gen", "uid"]},
-            leeway=5,
-        )
+        claims = jwt.decode(token, secret, ["HS256"], {"require": CLAIMS}, issuer=ISSUER, leeway=5)
     except jwt.InvalidTokenError:
         return None
     if not isinstance(claims["scope"], str) or not schemas.is_username(claims["sub"]):

@@ -1,13 +1,14 @@
-"""The one error hierarchy, in the domain's words; web/problems.py maps it to HTTP."""
+"""The one error hierarchy and its code table; no transport details (the web layer adds those)."""
 
 from typing import Self
+
+INTERNAL = "INTERNAL_SERVER_ERROR"
 
 
 class ServiceError(Exception):
     """An error a client caused or should know about; `errors` nests field messages."""
 
-    graphql_code = "INTERNAL_SERVER_ERROR"  # its extensions.code in a GraphQL answer
-    default_detail = "Internal server error."
+    status, graphql_code, default_detail = 500, INTERNAL, "Internal server error."
 
     def __init__(self, detail: str | None = None, *, errors: dict | None = None):
         self.detail = detail or self.default_detail
@@ -20,50 +21,45 @@ class ServiceError(Exception):
         return cls(f"{field}: {message}", errors={field: [message]})
 
 
-def _error(name: str, code: str, detail: str, base: type = ServiceError) -> type:
-    return type(name, (base,), {"graphql_code": code, "default_detail": detail})
+def _error(name: str, status: int, detail: str = "", code: str = "", base=ServiceError) -> type:
+    detail = detail or base.default_detail
+    code = code or ("BAD_REQUEST" if status < 500 else INTERNAL)
+    return type(name, (base,), {"status": status, "graphql_code": code, "default_detail": detail})
 
 
-# Name, GraphQL code, default detail and base; web/problems.py maps each to its HTTP status
-BadRequest = _error("BadRequest", "BAD_REQUEST", "The request is malformed.")
+# The code table: HTTP status, default detail, GraphQL extensions.code (by default BAD_REQUEST
+# below 500, else INTERNAL_SERVER_ERROR) and base class
+BadRequest = _error("BadRequest", 400, "The request is malformed.")
 # a query-string parameter or GraphQL argument out of its range
-InvalidArgument = _error("InvalidArgument", "BAD_USER_INPUT", BadRequest.default_detail, BadRequest)
+InvalidArgument = _error("InvalidArgument", 400, code="BAD_USER_INPUT", base=BadRequest)
 # a GraphQL document over a limit, refused before it runs and charged nothing
 QueryTooComplex = _error(
-    "QueryTooComplex", "QUERY_TOO_COMPLEX", "The query is over a limit; it was not run.", BadRequest
+    "QueryTooComplex",
+    400,
+    "The query is over a limit; it was not run.",
+    "QUERY_TOO_COMPLEX",
+    BadRequest,
 )
-Unauthorized = _error("Unauthorized", "UNAUTHENTICATED", "Credentials are missing or invalid.")
-Forbidden = _error("Forbidden", "FORBIDDEN", "The credentials lack the scope for this.")
-NotFound = _error("NotFound", "NOT_FOUND", "Not found.")
-MethodNotAllowed = _error(
-    "MethodNotAllowed", "BAD_REQUEST", "The method is not allowed for this resource."
-)
+Unauthorized = _error("Unauthorized", 401, "Credentials are missing or invalid.", "UNAUTHENTICATED")
+Forbidden = _error("Forbidden", 403, "The credentials lack the scope for this.", "FORBIDDEN")
+NotFound = _error("NotFound", 404, "Not found.", "NOT_FOUND")
+MethodNotAllowed = _error("MethodNotAllowed", 405, "The method is not allowed for this resource.")
 NotAcceptable = _error(
-    "NotAcceptable", "BAD_REQUEST", "None of the media types the request accepts can be sent."
+    "NotAcceptable", 406, "None of the media types the request accepts can be sent."
 )
 # the request contradicts stored data (a taken email or name); for GraphQL it is bad input
-Conflict = _error("Conflict", "BAD_USER_INPUT", "The request conflicts with stored data.")
+Conflict = _error("Conflict", 409, "The request conflicts with stored data.", "BAD_USER_INPUT")
 PreconditionFailed = _error(
-    "PreconditionFailed",
-    "BAD_REQUEST",
-    "The resource has changed since the ETag given in If-Match.",
+    "PreconditionFailed", 412, "The resource has changed since the ETag given in If-Match."
 )
-UnsupportedMediaType = _error(
-    "UnsupportedMediaType", "BAD_REQUEST", "The body must be application/json."
-)
+UnsupportedMediaType = _error("UnsupportedMediaType", 415, "The body must be application/json.")
 # input that parses but breaks the rules; `errors` nests messages the way the body nests
-Invalid = _error("Invalid", "BAD_USER_INPUT", "The request body is invalid.")
-RateLimited = _error("RateLimited", "RATE_LIMITED", "Rate limit exceeded; try again later.")
+Invalid = _error("Invalid", 422, "The request body is invalid.", "BAD_USER_INPUT")
+RateLimited = _error("RateLimited", 429, "Rate limit exceeded; try again later.", "RATE_LIMITED")
 # the database cannot serve this now (missing, read-only); an operator must act
-Unavailable = _error(
-    "Unavailable", ServiceError.graphql_code, "The database is unavailable; try again later."
-)
+Unavailable = _error("Unavailable", 503, "The database is unavailable; try again later.")
 # another writer holds the database; the same request succeeds in a moment
-Busy = _error(
-    "Busy", ServiceError.graphql_code, "The database is busy; try again in a moment.", Unavailable
-)
+Busy = _error("Busy", 503, "The database is busy; try again in a moment.", base=Unavailable)
 StorageFull = _error(
-    "StorageFull",
-    ServiceError.graphql_code,
-    "The database is full; nothing was written. Reads still work.",
+    "StorageFull", 507, "The database is full; nothing was written. Reads still work."
 )

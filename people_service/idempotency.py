@@ -15,18 +15,14 @@ def _canonical(value):
         return int(value)
     if isinstance(value, dict):
         return {key: _canonical(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_canonical(item) for item in value]
-    return value
+    return [_canonical(item) for item in value] if isinstance(value, list) else value
 
 
 def fingerprint(*parts) -> str:
     """A digest of what makes two requests the same request."""
     # default=str: a Decimal (a number no float holds exactly) is never valid input anyway
-    canonical = json.dumps(
-        _canonical(list(parts)), sort_keys=True, separators=(",", ":"), default=str
-    )
-    return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
+    text = json.dumps(_canonical(list(parts)), sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def idempotent(store, caller: str, key: str | None, request_print: str, action):
@@ -36,10 +32,9 @@ def idempotent(store, caller: str, key: str | None, request_print: str, action):
         return (*action(), False)
     if not 1 <= len(key) <= 255 or not key.isprintable() or not key.isascii():
         raise BadRequest("Idempotency-Key must be 1 to 255 printable ASCII characters.")
-    now = time.time()
     # claimed first, answer recorded with the action's writes: a concurrent retry waits, replays
     with store.transaction():
-        saved = store.claim_idempotent(caller, key, request_print, now, TTL)
+        saved = store.claim_idempotent(caller, key, request_print, time.time(), TTL)
         if saved is not None:
             if saved["fingerprint"] != request_print:
                 raise Invalid(

@@ -1,14 +1,17 @@
 """The operations on people, friendships and messages: validation, rules and transactions."""
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 from . import events, schemas
 from .errors import Invalid, InvalidArgument, NotFound, PreconditionFailed, ServiceError
 
-# Checks the current person inside a write's transaction (the HTTP layer's If-Match).
-Precondition = Callable[[dict], bool]
+# Checks the current person (None: none yet) inside a write's transaction: the HTTP If-Match.
+Precondition = Callable[[dict | None], bool]
+ADDRESS = ("street", "city", "country")
+TEXTS = ("name", "city", "country")
+FILTERS = (*TEXTS, "min_age", "max_age")
 
 
 @dataclass(frozen=True)
@@ -26,8 +29,7 @@ class Viewer:
 
 def parse_id(value, what: str = "person") -> int:
     """An id as the store knows it; anything that is not an id is simply not found."""
-    text = str(value)
-    if not schemas.is_id(text):
+    if not schemas.is_id(text := str(value)):
         raise NotFound(f"No {what} with id '{text[:40]}'.")
     return int(text)
 
@@ -43,12 +45,9 @@ def list_field_limit(limit) -> int:
     """A checked `limit` of a list inside a person (friends, messages): 0 to 100, default 10."""
     low, high = schemas.LIST_FIELD_LIMITS
     if type(limit) is int and low <= limit <= high:
-        return limit  # the common case, resolved once per object of a GraphQL list
+        return limit  # the common case, once per object of a GraphQL list
     args = {} if limit is None else {"limit": limit}
     return schemas.load(schemas.list_field_schema, args, error=InvalidArgument)["limit"]
-
-
-ADDRESS = ("street", "city", "country")
 
 
 def person_out(row: dict) -> dict:
@@ -64,10 +63,6 @@ def columns(person: dict) -> dict:
     return {**fields, **{key: address.get(key) for key in ADDRESS}}
 
 
-TEXTS = ("name", "city", "country")
-FILTERS = (*TEXTS, "min_age", "max_age")
-
-
 def people_query(**given) -> dict:
     """Checked arguments of a people list (None or an empty text: not given, filters nothing)."""
     args = {k: v for k, v in given.items() if v is not None and (v != "" or k not in TEXTS)}
@@ -75,27 +70,27 @@ def people_query(**given) -> dict:
     return {"sort": (), **dict.fromkeys(FILTERS), **query}
 
 
+def _people_args(given: dict) -> tuple[dict, tuple]:
+    query = people_query(**given)
+    filters = {key: query[key] for key in FILTERS}
+    return query, (filters, query["limit"], query["offset"], query["sort"])
+
+
 def list_people(store, **args) -> tuple[list[dict], int, dict]:
     """A page of people (id and name), how many match in all, and the checked query."""
-    query = people_query(**args)
-    filters = {key: query[key] for key in FILTERS}
+    query, found = _people_args(args)
     with store.snapshot():  # the page and the total agree
-        rows = store.list_people(filters, query["limit"], query["offset"], query["sort"])
-        total = store.count_people(filters)
-    entries = [{"id": str(row["id"]), "name": row["name"]} for row in rows]
-    return entries, total, query
+        rows, total = store.list_people(*found), store.count_people(found[0])
+    return [{"id": str(row["id"]), "name": row["name"]} for row in rows], total, query
 
 
 def people_details(store, **args) -> list[dict]:
     """Like list_people, with every field of each person (for GraphQL)."""
-    query = people_query(**args)
-    filters = {key: query[key] for key in FILTERS}
-    rows = store.list_people_details(filters, query["limit"], query["offset"], query["sort"])
-    return [person_out(row) for row in rows]
+    return [person_out(row) for row in store.list_people_details(*_people_args(args)[1])]
 
 
 def get_person(store, person_id, lock: bool = False) -> dict:
-    """The person with this id (`lock`: locked until the transaction ends); raises NotFound."""
+    """The person with this id (`lock`: until the transaction ends); raises NotFound."""
     row = store.get_person(parse_id(person_id), lock)
     if row is None:
         raise NotFound(f"No person with id '{person_id}'.")
@@ -118,8 +113,7 @@ def create_person(store, data, precondition: Precondition | None = None) -> tupl
     """The person created, or updated when the body names an id (the seed's POST); and which."""
     if isinstance(data, dict) and "id" in data:
         update = schemas.load(schemas.person_update_schema, data)
-        person_id = update.pop("id")
-        return _merge(store, person_id, update, precondition), False
+        return _merge(store, update.pop("id"), update, precondition), False
     person = schemas.load(schemas.person_schema, data)
     if precondition is not None and not precondition(None):
         raise PreconditionFailed("No person exists yet for If-Match to match; leave it out.")
@@ -153,8 +147,8 @@ def update_person(store, person_id, patch, precondition: Precondition | None = N
 
 
 def _merge(store, person_id, changes: dict, precondition: Precondition | None) -> dict:
+    """An RFC 7396 merge patch of the person and its address."""
     with _locked(store, person_id, precondition) as (key, current):
-        # an RFC 7396 merge patch of the person and its address; null clears a field
         if changes.get("address") is not None:
             changes = {**changes, "address": {**current["address"], **changes["address"]}}
         store.update_person(key, columns({**current, **changes}))
@@ -169,7 +163,7 @@ def _updated(store, key: int) -> dict:
 
 
 @contextmanager
-def _locked(store, person_id, precondition: Precondition | None) -> Iterator[tuple[int, dict]]:
+def _locked(store, person_id, precondition: Precondition | None):
     with store.transaction():
         current = get_person(store, person_id, lock=True)
         if precondition is not None and not precondition(current):
@@ -192,17 +186,16 @@ def people_by_ids(store, person_ids: list[str]) -> dict[str, dict]:
 
 def add_friend(store, person_id, friend_id) -> dict:
     """Make two people friends (mutual, idempotent); returns the first person."""
-    return _friendship(store, person_id, friend_id, "friendship.created")
+    return _friendship(store, person_id, friend_id, adding=True)
 
 
 def remove_friend(store, person_id, friend_id) -> dict:
     """End a friendship (fine when there was none); returns the first person."""
-    return _friendship(store, person_id, friend_id, "friendship.deleted")
+    return _friendship(store, person_id, friend_id, adding=False)
 
 
-def _friendship(store, person_id, friend_id, event_type: str) -> dict:
+def _friendship(store, person_id, friend_id, adding: bool) -> dict:
     a, b = parse_id(person_id), parse_id(friend_id)
-    adding = event_type == "friendship.created"
     with store.transaction():
         # each person locked, in id order, so two requests never wait on each other
         found = {key: store.get_person(key, lock=True) for key in sorted({a, b})}
@@ -212,7 +205,8 @@ def _friendship(store, person_id, friend_id, event_type: str) -> dict:
         if adding and a == b:
             raise Invalid.of_field("friend_id", "A person cannot befriend themselves.")
         if (store.add_friendship if adding else store.remove_friendship)(a, b):
-            events.record(store, event_type, {"person_id": str(a), "friend_id": str(b)})
+            kind = "friendship.created" if adding else "friendship.deleted"
+            events.record(store, kind, {"person_id": str(a), "friend_id": str(b)})
     return get_person(store, a)
 
 
@@ -221,8 +215,7 @@ def list_friends(store, person_id, *, limit=None, offset=None) -> tuple[list[dic
     count, skip = page(limit, offset)
     with store.snapshot():
         key = int(get_person(store, person_id)["id"])
-        rows = store.list_friends(key, count, skip)
-        total = store.count_friends(key)
+        rows, total = store.list_friends(key, count, skip), store.count_friends(key)
     entries = [{"id": str(row["id"]), "name": row["name"]} for row in rows]
     return entries, total, {"limit": count, "offset": skip}
 
@@ -241,16 +234,11 @@ def message_out(row: dict) -> dict:
 def send_message(store, viewer: Viewer, data) -> dict:
     """Send a message from the caller to a person (NotFound for an unknown person)."""
     message = schemas.load(schemas.message_schema, data)
+    row = {"person_id": int(message["person_id"]), "content": message["content"]}
     with store.transaction():
-        row = store.insert_message(
-            {
-                "person_id": int(message["person_id"]),  # an id: the schema checked it
-                "sender_id": viewer.sender_id,
-                "sender": viewer.name,
-                "content": message["content"],
-            }
+        sent = message_out(
+            store.insert_message({**row, "sender_id": viewer.sender_id, "sender": viewer.name})
         )
-        sent = message_out(row)
         events.record(store, "message.created", sent, viewer.sender_id)
     return sent
 
@@ -266,9 +254,8 @@ def get_message(store, viewer: Viewer, message_id) -> dict:
 def list_messages(store, viewer: Viewer, person_id, *, limit=None, offset=None) -> list[dict]:
     """The caller's messages to a person, newest first."""
     count, skip = page(limit, offset)
-    person = get_person(store, person_id)
-    rows = store.list_messages(int(person["id"]), viewer.filter, count, skip)
-    return [message_out(row) for row in rows]
+    key = int(get_person(store, person_id)["id"])
+    return [message_out(row) for row in store.list_messages(key, viewer.filter, count, skip)]
 
 
 def messages_of(store, viewer: Viewer, person_ids: list[str], limit) -> dict[str, list[dict]]:

@@ -9,8 +9,8 @@ from .service import columns, person_out
 
 
 def import_people(store, document) -> tuple[int, int]:
-    """Load people in demo.json's format (ids kept, with addresses and friend ids) in one
-    transaction; an id or email already taken stops the whole import."""
+    """Load people in demo.json's format, ids kept, in one transaction (a taken id or email
+    stops it all); returns the people and friendships added."""
     if not isinstance(document, dict) or not isinstance(document.get("people"), list):
         raise Invalid("The file must be a JSON object with a 'people' array.")
     entries = schemas.load(schemas.import_schema, document)["people"]
@@ -31,14 +31,12 @@ def import_people(store, document) -> tuple[int, int]:
         if unknown:
             raise Invalid(f"Friends refer to unknown people: {', '.join(map(str, unknown[:5]))}.")
         store.import_people(people, friendships)
-    pairs = {tuple(sorted(pair)) for pair in friendships}
-    return len(people), len(pairs)
+    return len(people), len({tuple(sorted(pair)) for pair in friendships})
 
 
 def load_demo(store) -> tuple[int, int]:
     """Import the demo data set shipped with the package."""
-    demo = Path(__file__).with_name("demo.json").read_text(encoding="utf-8")
-    return import_people(store, json.loads(demo))
+    return import_people(store, json.loads(Path(__file__).with_name("demo.json").read_bytes()))
 
 
 def export_people(store) -> tuple[dict, int]:
@@ -57,8 +55,7 @@ def export_people(store) -> tuple[dict, int]:
 def copy_database(source, target) -> dict[str, int]:
     """Copy every table of one store into another, empty one, and check the counts match."""
     tables = source.dump()
-    counts = target.load(tables)
-    expected = {table: len(rows) for table, rows in tables.items()}
+    counts, expected = target.load(tables), {table: len(rows) for table, rows in tables.items()}
     if counts != expected:
         raise ServiceError(f"The copy does not match its source: {counts} != {expected}.")
     return counts
