@@ -20,8 +20,8 @@ import pytest
 import requests
 
 from people_service import credentials, errors, service, transfer
-from people_service.runtime import UsageTracker
 from people_service.errors import Conflict, NotFound
+from people_service.runtime import UsageTracker
 from people_service.store import SCHEMA_VERSION, SQLiteStore, open_store, redacted
 from people_service.web import services
 
