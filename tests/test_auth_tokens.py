@@ -636,3 +636,61 @@ def test_the_runtime_of_a_forked_process_is_its_own(tmp_path):
     finally:
         for _ in range(runtime.CHECKS):
             parent.logins.checks.release()
+
+
+def test_a_login_flood_from_one_address_slows_no_other_address(tmp_path):
+    """SPEC 12b: 12 connections from one address send wrong passwords for 10 s (the address
+    budgets raised out of the way); its extra logins are turned away at once, /health from
+    another address stays fast, and correct logins from a third address get 200 in 4 s, at
+    the default password hashing."""
+    db = database(tmp_path)
+    for username in USERS[:1]:
+        made = cli(
+            *("users", "create", username, "--password-stdin"),
+            db=db,
+            input=PASSWORD + "\n",
+            env={"PEOPLE_SERVICE_PASSWORD_HASH_METHOD": passwords.DEFAULT_METHOD},
+        )
+        assert made.returncode == 0, made.stderr
+    limits = {"ANONYMOUS_RATE_LIMIT": "100000/minute", "AUTH_RATE_LIMIT": "100000/minute"}
+    env = {f"PEOPLE_SERVICE_{name}": value for name, value in limits.items()}
+    server = ServerProcess(db, env=env).start()
+    done = threading.Event()
+    flood: list[tuple[int, float]] = []
+
+    def attack():
+        while not done.is_set():
+            flood.append(log_in(server.url, USERS[0], "a wrong password it is", "127.0.3.1"))
+
+    def probe(path: str) -> float:
+        with requests.Session() as session:
+            adapter = requests.adapters.HTTPAdapter()
+            adapter.init_poolmanager(1, 1, source_address=("127.0.4.1", 0))
+            session.mount("http://", adapter)
+            started = time.monotonic()
+            assert session.get(server.url + path, timeout=10).status_code == 200
+            return time.monotonic() - started
+
+    try:
+        with ThreadPoolExecutor(12) as attackers:
+            for _ in range(12):
+                attackers.submit(attack)
+            time.sleep(1)  # the flood is under way
+            health, real = [], []
+            deadline = time.monotonic() + 9
+            while time.monotonic() < deadline:
+                health.append(probe("/health"))
+                if len(health) % 10 == 0:
+                    real.append(log_in(server.url, USERS[0], PASSWORD, "127.0.5.1"))
+                time.sleep(0.1)
+            done.set()
+    finally:
+        done.set()
+        server.stop()
+    health.sort()
+    assert health[len(health) // 2] < 0.5 and health[-1] < 2, health
+    assert real and all(status == 200 and took < 4 for status, took in real), real
+    statuses = {status for status, _ in flood}
+    assert statuses <= {401, 429, 503} and 401 in statuses and 429 in statuses
+    turned_away = sorted(took for status, took in flood if status == 429)
+    assert turned_away[len(turned_away) // 2] < 0.1, "the extra logins waited for a check"

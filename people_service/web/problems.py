@@ -20,23 +20,6 @@ MAX_NAME = 100  # characters of a field name echoed back
 MAX_DETAIL = 1000  # characters of `detail`
 UNKNOWN_FIELD = ["Unknown field."]  # marshmallow's message for a field the schema lacks
 
-# The one mapping of domain errors to HTTP: a class's status is that of its nearest listed base.
-STATUS = {
-    e.BadRequest: 400,
-    e.Unauthorized: 401,
-    e.Forbidden: 403,
-    e.NotFound: 404,
-    e.MethodNotAllowed: 405,
-    e.NotAcceptable: 406,
-    e.Conflict: 409,
-    e.PreconditionFailed: 412,
-    e.UnsupportedMediaType: 415,
-    e.Invalid: 422,
-    e.RateLimited: 429,
-    e.Unavailable: 503,
-    e.StorageFull: 507,
-    ServiceError: 500,
-}
 # Headers an error's class implies: a busy database frees up in a moment, an operator's fix
 # (a missing or read-only file) takes longer.
 HEADERS = {e.Busy: {"Retry-After": "1"}, e.Unavailable: {"Retry-After": "5"}}
@@ -98,7 +81,7 @@ def _count(node) -> int:
 
 def _parts(error: Exception) -> tuple[int, str, dict | None, dict, int]:
     if isinstance(error, ServiceError):
-        status = _nearest(STATUS, error)
+        status = error.status
         if status == 500:  # a failure nobody foresaw (the store's, say): the operator must know
             log.error("unexpected error", exc_info=error)
         headers = {**_nearest(HEADERS, error, {}), **getattr(error, "http_headers", {})}
