@@ -146,6 +146,7 @@ class Runtime:
         threads = config.get("SERVER_THREADS") or OTHER_SERVERS_THREADS
         self.usage = UsageTracker(self.store, config["USAGE_FLUSH_SECONDS"])
         self.logins = LoginGate(max(1, threads // 4))
+        self.operation_names: set[str] = set()  # the metrics' labels (web/metrics.py)
         self.streams = feed.Streams(config["EVENT_STREAMS"] or max(1, threads // 2))
         if config.get("TAKE_LOGS"):
             take_logs()

@@ -15,16 +15,12 @@ from prometheus_client import (
 )
 
 from .. import delivery
-from . import get_store, services
+from . import get_runtime, get_store
 from .caller import required
 
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
-# Client operation names with a series of their own, counted in the rate limit's storage so
-# that the cap holds across processes (and instances sharing it); the rest are "other"
-MAX_OPERATION_NAMES = 100
-NAMES_KEY, NAMES_EXPIRY = "operation-names", 10 * 365 * 86400
+MAX_OPERATION_NAMES = 100  # client operation names with a series of their own, per process
 _NAME = re.compile(r"[_A-Za-z][_0-9A-Za-z]{0,63}")
-_names: dict[str, bool] = {}  # this process's decisions (a decision never changes)
 
 REQUESTS = Counter(
     "people_service_requests_total",
@@ -61,23 +57,16 @@ STORE_ERRORS = Counter(
 bp = Blueprint("metrics", __name__)
 
 
-def operation_label(name: str | None, storage) -> str:
-    """A bounded label for a client's operation name."""
+def operation_label(name: str | None, known: set) -> str:
+    """A bounded label for a client's operation name: the first MAX_OPERATION_NAMES names a
+    process sees keep theirs (SPEC 12a: the cap may hold per process), the rest are "other"."""
     if not name:
         return "anonymous"
     if not _NAME.fullmatch(name):
         return "other"
-    known = _names.get(name)
-    if known is None:
-        if sum(_names.values()) >= MAX_OPERATION_NAMES:
-            return "other"  # this process's series are full, whatever the others hold
-        try:  # a slot of the shared count: at most MAX_OPERATION_NAMES names ever get one
-            known = storage.incr(NAMES_KEY, NAMES_EXPIRY) <= MAX_OPERATION_NAMES
-        except Exception:
-            return "other"  # asked again next time
-        if len(_names) < 10 * MAX_OPERATION_NAMES:
-            _names[name] = known
-    return name if known else "other"
+    if name not in known and len(known) < MAX_OPERATION_NAMES:
+        known.add(name)
+    return name if name in known else "other"
 
 
 def record(request, status: int, elapsed: float, operation: tuple | None) -> None:
@@ -89,7 +78,7 @@ def record(request, status: int, elapsed: float, operation: tuple | None) -> Non
     LATENCY.labels(route, method).observe(elapsed)
     if operation is not None:
         name, kind, cost = operation
-        label = operation_label(name, services().limiter.storage)
+        label = operation_label(name, get_runtime().operation_names)
         OPERATIONS.labels(label, kind).inc()
         COST.labels(label).observe(cost)
     if status == 429:
