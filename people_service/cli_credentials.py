@@ -113,7 +113,7 @@ def keys():
 )
 @grant_options("key")
 def keys_create(name, name_option, scopes, rate_limit):
-    """Create the key NAME (letters, digits, . _ @ -), printed once alone on the last line."""
+    """Create the key NAME; it is printed once, alone on the last line (only its hash is kept)."""
     if name and name_option and name != name_option:
         raise click.UsageError(f"two names, {name!r} and {name_option!r}: give one")
     if not (name := name or name_option):
