@@ -13,35 +13,28 @@ def field_message(exc: BadRequest, field: str) -> str:
     return " ".join((exc.errors or {}).get(field, [exc.detail]))  # the option names the field
 
 
-def checked(kind: str, field: str):
-    """A callback that checks an option by the rule of a new key's or user's `field`."""
-
-    def callback(ctx, param, value):
-        if value is not None:
-            try:
-                credentials.check_field(kind, field, value)
-            except BadRequest as exc:
-                raise click.BadParameter(field_message(exc, field)) from None
-        return value
-
-    return callback
+def check(ctx, param, value):
+    """Check an option of `keys create` or `users create` by the rule the service applies."""
+    field, kind = param.name.removesuffix("_option"), ctx.parent.command.name.removesuffix("s")
+    if value is not None:
+        try:
+            credentials.check_field(kind, field, value)
+        except BadRequest as exc:
+            raise click.BadParameter(field_message(exc, field)) from None
+    return value
 
 
-def grant_options(kind: str):
+def grant_options(command):
     """--scopes and --rate-limit of a new key or user."""
-    scopes = click.option(
-        "--scopes",
-        default="read,write",
-        show_default=True,
-        callback=checked(kind, "scopes"),
-        help="Comma list of read, write, admin.",
-    )
-    rate_limit = click.option(
+    command = click.option(
         "--rate-limit",
-        callback=checked(kind, "rate_limit"),
+        callback=check,
         help='Its own rate limit, e.g. "100/minute" (default: PEOPLE_SERVICE_RATE_LIMIT).',
-    )
-    return lambda command: scopes(rate_limit(command))
+    )(command)
+    scopes_help = "Comma list of read, write, admin."
+    return click.option(
+        "--scopes", default="read,write", show_default=True, callback=check, help=scopes_help
+    )(command)
 
 
 def grant_table(first: tuple, rows: list[tuple], ended: str) -> None:
@@ -103,15 +96,15 @@ def keys():
 
 
 @keys.command("create")
-@click.argument("name", required=False, callback=checked("key", "name"))
+@click.argument("name", required=False, callback=check)
 @click.option(
     "--name",
     "name_option",
     metavar="NAME",
-    callback=checked("key", "name"),
+    callback=check,
     help="The same as NAME, for scripts that name it.",
 )
-@grant_options("key")
+@grant_options
 def keys_create(name, name_option, scopes, rate_limit):
     """Create the key NAME; it is printed once, alone on the last line (only its hash is kept)."""
     if name and name_option and name != name_option:
@@ -161,8 +154,8 @@ def users():
 
 
 @users.command("create")
-@click.argument("username", callback=checked("user", "username"))
-@grant_options("user")
+@click.argument("username", callback=check)
+@grant_options
 @password_stdin
 def users_create(username, scopes, rate_limit, password_stdin):
     """Create the user USERNAME (the password: 15 characters or more, not a common one)."""
