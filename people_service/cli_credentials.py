@@ -40,22 +40,17 @@ def grant_options(command):
 def grant_table(first: tuple, rows: list[tuple], ended: str) -> None:
     """`first` columns, then a key's or user's grant and usage, then `ended` (revoked, ...)."""
     default = settings()["RATE_LIMIT"]
-    columns = (*first, "scopes", "rate limit", "created", "last used", "requests", ended)
+    head = (*first, "scopes", "rate limit", "created", "last used", "requests", ended)
     table(
-        columns,
-        [
-            (
-                *cells,
-                row["scopes"].replace(" ", ","),
-                row["rate_limit"] or f"{default} (default)",
-                row["created_at"],
-                row["last_used"] or "-",
-                str(row["request_count"]),
-                row[f"{ended}_at"] or "-",
-            )
-            for cells, row in rows
-        ],
+        head,
+        [(*cells, *grant_cells(row, default), row[f"{ended}_at"] or "-") for cells, row in rows],
     )
+
+
+def grant_cells(row: dict, default_limit: str) -> tuple:
+    limit = row["rate_limit"] or f"{default_limit} (default)"
+    scopes = row["scopes"].replace(" ", ",")
+    return scopes, limit, row["created_at"], row["last_used"] or "-", str(row["request_count"])
 
 
 def stdin_is_a_terminal() -> bool:  # tests stand in for a person

@@ -34,7 +34,7 @@ def webhooks_list():
         (
             hook["id"],
             hook["url"],
-            ",".join(hook["events"]) if hook["events"] is not None else "(all)",
+            ",".join(hook["events"] if hook["events"] is not None else ["(all)"]),
             "yes" if hook["enabled"] else "no",
             hook["created_at"],
         )
