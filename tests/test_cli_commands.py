@@ -11,7 +11,8 @@ from click.testing import CliRunner
 
 from people_service import credentials
 from people_service.cli import cli as command_group
-from people_service.cli import main, table
+from people_service.cli import main
+from people_service.cli_base import table
 from people_service.store import open_store
 from people_service.store.base import Store as CredentialStore
 
@@ -86,15 +87,35 @@ def test_serve_options_are_checked_before_anything_starts(capsys, args, message)
     assert status == 2 and message in err
 
 
-@pytest.mark.parametrize(
-    "args",
-    [("keys", "list"), ("users", "list"), ("export",), ("migrate", "--to", "postgresql://x")],
-)
-def test_commands_that_read_never_create_a_database(tmp_path, capsys, sqlite_only, args):
-    missing = tmp_path / "no" / "such" / "dir" / "x.db"
-    status, err = one_line_error(capsys, *args, "--db", str(missing))
-    assert status == 1 and str(missing) in err
-    assert not (tmp_path / "no").exists()
+READING = [
+    ("keys", "list"),
+    ("users", "list"),
+    ("webhooks", "list"),
+    ("export",),
+    ("migrate", "--to", "postgresql://x"),
+]
+
+
+@pytest.mark.parametrize("args", READING)
+def test_commands_that_read_refuse_a_missing_database_and_create_nothing(
+    tmp_path, capsys, sqlite_only, args
+):
+    for missing in (tmp_path / "x.db", tmp_path / "no" / "such" / "dir" / "x.db"):
+        status, err = one_line_error(capsys, *args, "--db", str(missing))
+        assert status == 1 and err.startswith(f"people-service: no database at {missing}")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("args", READING)
+def test_commands_that_read_never_create_the_default_database(
+    tmp_path, capsys, monkeypatch, sqlite_only, args
+):
+    """`webhooks list` in the wrong directory used to make data/people.db and list nothing."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PEOPLE_SERVICE_DATABASE", raising=False)
+    status, err = one_line_error(capsys, *args)
+    assert status == 1 and err.startswith("people-service: no database at data/people.db in ")
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.parametrize(
@@ -216,7 +237,7 @@ def test_passwords_must_be_long_and_uncommon(tmp_path, capsys):
 
 def test_the_prompt_asks_again_for_a_password_that_breaks_a_rule(tmp_path, monkeypatch):
     """It used to ask for the confirmation of a too-short password, then give up."""
-    from people_service import cli as commands
+    from people_service import cli_credentials as commands
 
     monkeypatch.setattr(commands, "stdin_is_a_terminal", lambda: True)
     db = database(tmp_path)

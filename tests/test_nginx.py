@@ -1,5 +1,7 @@
-"""deploy/nginx.conf in front of `people-service serve --workers 2`, as docs/deployment.md
-recommends: slow clients are nginx's, the client's address reaches the app, a mount prefix."""
+"""deploy/nginx.conf in front of `people-service serve --workers 2` and of gunicorn with
+deploy/gunicorn.conf.py, as docs/deployment.md recommends: slow clients are nginx's, the
+client's address reaches the app, a mount prefix, logins limited per address, the port kept,
+and 503 when the service does not answer."""
 
 from __future__ import annotations
 
@@ -8,18 +10,20 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 
 import pytest
 import requests
 
-from .conftest import ROOT, ServerProcess, database, free_port
+from .conftest import ROOT, ServerProcess, cli, database, free_port
 
 NGINX = shutil.which("nginx") or next(
     (path for path in ("/usr/sbin/nginx", "/usr/local/sbin/nginx") if os.path.exists(path)), None
 )
 CONF = ROOT / "deploy" / "nginx.conf"
+GUNICORN_CONF = ROOT / "deploy" / "gunicorn.conf.py"
 TRICKLERS = 300
 HEADER_TIMEOUT = 10  # deploy/nginx.conf's client_header_timeout
 ROOT_LOCATION = "    location / {\n        proxy_pass http://people_service;\n    }\n"
@@ -276,4 +280,91 @@ def test_the_app_works_under_a_prefix(nginx_binary, tmp_path):
     finally:
         if proxy is not None:
             proxy.stop()
+        server.stop()
+
+
+def test_logins_are_limited_per_address_by_nginx(front):
+    """1 a second and a burst of 5 per address; beyond that nginx answers 429 itself."""
+    login = {"username": "nobody", "password": "not a password at all"}
+    with from_address("127.0.0.4") as flood, from_address("127.0.0.5") as other:
+        answers = [flood.post(front.url + "/auth/token", json=login, timeout=10) for _ in range(9)]
+        refused = [a for a in answers if a.json().get("detail", "").startswith("Too many logins")]
+        assert len(refused) >= 3
+        for answer in refused:
+            assert answer.status_code == 429
+            assert answer.headers["Content-Type"] == "application/problem+json"
+            assert answer.headers["Retry-After"] == "1"
+        # another address is not limited by the first one's logins
+        assert (
+            "Too many logins"
+            not in other.post(front.url + "/auth/token", json=login, timeout=10).text
+        )
+    assert requests.get(front.url + "/health", timeout=10).status_code == 200  # only logins
+
+
+class Gunicorn(ServerProcess):
+    """`gunicorn -c deploy/gunicorn.conf.py app:app`, bound to a free port instead of 8080."""
+
+    def command(self) -> list[str]:
+        self.url = f"http://127.0.0.1:{free_port()}"
+        bind = self.url.removeprefix("http://")
+        return [sys.executable, "-m", "gunicorn", "-c", str(GUNICORN_CONF), "-b", bind, "app:app"]
+
+
+def gunicorn(db, **env) -> Gunicorn:
+    pytest.importorskip("gunicorn")
+    return Gunicorn(db, env={"PEOPLE_SERVICE_DATABASE": str(db), **env}).start()
+
+
+def test_gunicorn_conf_binds_where_nginx_proxies_to():
+    site = CONF.read_text()
+    namespace = {}
+    exec(GUNICORN_CONF.read_text(), namespace)
+    assert f"server {namespace['bind']};" in site
+    assert (namespace["workers"], namespace["threads"]) == (2, 8)
+    assert namespace["worker_class"] == "gthread"
+
+
+def test_behind_nginx_and_gunicorn_the_port_is_kept_and_a_stopped_service_is_503(
+    nginx_binary, tmp_path
+):
+    server = gunicorn(database(tmp_path))
+    (tmp_path / "nginx").mkdir()
+    proxy = None
+    try:
+        proxy = Nginx(nginx_binary, tmp_path / "nginx", upstream(server))
+        page = requests.get(proxy.url + "/", headers={"Accept": "text/html"}, timeout=10)
+        assert page.status_code == 200
+        assert f"curl -i &#39;{proxy.url}/people?limit=5&#39;" in page.text  # nginx's port
+        assert server.stop() == 0
+        for method in ("GET", "POST"):
+            answer = requests.request(method, proxy.url + "/people", timeout=10)
+            assert answer.status_code == 503
+            assert answer.headers["Retry-After"] == "5"
+            assert answer.headers["Content-Type"] == "application/problem+json"
+            assert answer.json()["status"] == 503
+    finally:
+        if proxy is not None:
+            proxy.stop()
+        server.stop()
+
+
+def test_sigterm_ends_open_streams_under_gunicorn_conf(tmp_path):
+    """A stream is not an in-flight request to wait graceful_timeout (30 s) for."""
+    if not (ROOT / "people_service" / "runtime.py").exists():
+        pytest.skip("needs people_service/runtime.py (end_streams)")
+    db = database(tmp_path)
+    key = cli("keys", "create", "--name", "reader", db=db).stdout.split()[-1]
+    server = gunicorn(db)
+    try:
+        headers = {"X-API-Key": key, "Accept": "text/event-stream"}
+        with requests.get(server.url + "/events", headers=headers, stream=True, timeout=10) as got:
+            assert got.status_code == 200
+            started = time.monotonic()
+            server.process.terminate()
+            for _ in got.iter_content(None):  # until the server ends the stream
+                pass
+            assert time.monotonic() - started < 3
+        assert server.stop() == 0
+    finally:
         server.stop()

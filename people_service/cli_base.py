@@ -1,0 +1,84 @@
+"""What every command shares: --db, the store it names, the settings, tables, one-line errors."""
+
+import os
+import shlex
+
+import click
+
+from . import config, prepare_directory
+from .errors import ServiceError
+from .store import Store, is_url, open_store
+
+Fail = click.ClickException  # one line on stderr, exit status 1
+
+
+def remember_database(ctx, param, value):
+    if value is not None:  # ctx.meta is shared by the group and the command: the later --db wins
+        ctx.meta["database"] = value
+
+
+database_option = click.option(
+    "--db",
+    metavar="PATH",
+    expose_value=False,
+    callback=remember_database,
+    help="SQLite file or postgresql:// URL (default: PEOPLE_SERVICE_DATABASE, else "
+    "data/people.db in the working directory).",
+)
+
+
+def overrides() -> dict:
+    database = click.get_current_context().meta.get("database")
+    return {"DATABASE": database} if database else {}
+
+
+def settings() -> dict:
+    return config.load(overrides())
+
+
+def opened(database: str | None = None, *, create: bool = True) -> Store:
+    """The store of --db with its schema up to date; create=False: a missing file is an error."""
+    path = database or settings()["DATABASE"]
+    if not create and not is_url(path) and not os.path.exists(path):
+        raise Fail(missing(path))
+    prepare_directory(path)
+    try:
+        store = open_store(path)
+        store.upgrade_schema()
+    except Exception as exc:  # the driver's, the file system's or the schema's: one line
+        shown = path.split("@")[-1] if is_url(path) else path
+        raise Fail(f"cannot open the database {shown}: {reason(exc)}") from None
+    return store
+
+
+def missing(path: str) -> str:
+    """Why there is no database at `path`, and what would make one."""
+    if path == config.DEFAULTS["DATABASE"]:
+        return (
+            f"no database at {path} in {os.getcwd()} (the default is relative to the working "
+            "directory): run this where the database is, name it with --db PATH or "
+            "PEOPLE_SERVICE_DATABASE, or make one here with people-service init-db"
+        )
+    directory = os.path.dirname(os.path.abspath(path))
+    init = f"people-service init-db --db {shlex.quote(path)}"
+    if not os.path.isdir(directory):
+        mkdir = f"mkdir -p {shlex.quote(directory)}"
+        return f"no database at {path}, nor its directory {directory}: {mkdir} && {init}"
+    return f"no database at {path} ({init} makes one)"
+
+
+def reason(exc: BaseException) -> str:
+    """Why `exc` happened, on one line, without its class name."""
+    if isinstance(exc, ServiceError):
+        return exc.detail
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else "no reason given"
+
+
+def table(columns: tuple, rows: list[tuple]) -> None:
+    widths = [max(len(str(row[i])) for row in [columns, *rows]) for i in range(len(columns))]
+    for row in [columns, *rows]:
+        cells = (str(cell).ljust(width) for cell, width in zip(row, widths, strict=True))
+        click.echo("  ".join(cells).rstrip())
