@@ -61,7 +61,7 @@ def create_app(config: dict | None = None) -> "Flask":
     pages.init_cors(app)  # CORS_ORIGINS: preflights answered before anyone is charged
     app.before_request(web.start_request)
     services.limiter = ratelimit.init_app(app, logins=ops.tokens)
-    app.before_request(openapi.check_query)  # charged as before; 401 and 403 before its 400
+    app.before_request(openapi.check_options)  # views check their own query string
     app.after_request(web.finish_request)
     app.teardown_request(web.end_request)
     app.wsgi_app = web.wsgi_middleware(app.wsgi_app, options)

@@ -59,7 +59,7 @@ def package_hooks(app) -> list[str]:
 
 def test_the_package_registers_at_most_six_request_hooks(app, tmp_path):
     assert sorted(package_hooks(app)) == [
-        "None:check_query",
+        "None:check_options",
         "None:end_request",
         "None:finish_request",
         "None:start_request",

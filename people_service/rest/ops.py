@@ -10,12 +10,11 @@ from ..web.jsonio import json_body, json_response
 from ..web.negotiation import wants_html
 from ..web.pages import content_security_policy, html_response, vendor_url
 from ..web.problems import with_headers
-from .openapi import CallerSchema, HealthSchema, TokenSchema, build_spec, doc, release, strict_query
+from .openapi import CallerSchema, HealthSchema, TokenSchema, api, build_spec, release, takes
 
 bp = Blueprint("ops", __name__)
 tokens = Blueprint("tokens", __name__)
 front = Blueprint("front", __name__)
-strict_query(bp, tokens)
 
 FORM = "application/x-www-form-urlencoded"
 DESCRIPTION = (
@@ -29,8 +28,7 @@ DOCS_POLICY = content_security_policy(inline_styles=True)
 
 
 @bp.get("/health")
-@doc(
-    "Whether the service and its database answer",
+@api(
     ok={
         200: ("Healthy.", HealthSchema, []),
         503: ("The database is missing, read-only or unreadable.", HealthSchema, []),
@@ -39,36 +37,39 @@ DOCS_POLICY = content_security_policy(inline_styles=True)
     tag="operations",
 )
 def health():
+    """Whether the service and its database answer"""
     database = service.check_health(get_store())
     if database == "ok":
         return json_response({"status": "ok", "database": "ok"})
     return json_response({"status": "unavailable", "database": database}, 503)
 
 
+def document():
+    """The OpenAPI document, built once per app; under a mount prefix, its paths are too."""
+    if "openapi" not in current_app.extensions:
+        current_app.extensions["openapi"] = build_spec(current_app, DESCRIPTION)
+    found = current_app.extensions["openapi"]
+    if request.script_root:
+        return json_response({**found, "servers": [{"url": request.script_root}]})
+    return json_response(found)
+
+
 @bp.get("/openapi.json")
+@takes()
 def openapi():
-    ext = services()
-    if ext.openapi is None:
-        ext.openapi = build_spec(current_app, ext.unlimited, DESCRIPTION)
-    if request.script_root:  # mounted under a prefix: the paths are under it too
-        return json_response({**ext.openapi, "servers": [{"url": request.script_root}]})
-    return json_response(ext.openapi)
+    return document()
 
 
 @bp.get("/me")
 @required
-@doc(
-    "Who the caller is, its limit and its usage",
-    ok={200: ("The caller.", CallerSchema, [])},
-    tag="operations",
-)
+@api(ok={200: ("The caller.", CallerSchema, [])}, tag="operations")
 def me():
+    """Who the caller is, its limit and its usage"""
     return json_response(caller_summary(current_caller()))
 
 
 @tokens.post("/auth/token")
-@doc(
-    "Exchange a username and password for a bearer token",
+@api(
     body=schemas.TokenRequestSchema,
     ok={200: ("A token to send as 'Authorization: Bearer <token>'.", TokenSchema, [])},
     auth=False,
@@ -77,6 +78,7 @@ def me():
     "JSON or as a form (application/x-www-form-urlencoded).",
 )
 def issue_token():
+    """Exchange a username and password for a bearer token"""
     data = request.form.to_dict() if request.mimetype == FORM else json_body()
     given = schemas.load(schemas.token_request_schema, data)
     ext = services()
@@ -126,6 +128,6 @@ def docs():
             openapi=url_for("ops.openapi"),
         )
         return html_response(page, DOCS_POLICY)
-    response = openapi()
+    response = document()
     response.headers.update({"Content-Location": url_for("ops.openapi"), "Vary": "Accept"})
     return response
