@@ -63,7 +63,7 @@ def _page(found: list, more: bool, query: dict):
 @required
 @api(
     query=feed.FeedQuerySchema,
-    ok={200: ("The events after the cursor, by id.", EventSchema(many=True), ["Link"])},
+    ok={200: ("The events after the cursor, by id.", EventSchema(many=True), "Link")},
     headers=["Last-Event-ID"],
     description=DESCRIPTION,
 )

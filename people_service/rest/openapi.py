@@ -120,8 +120,8 @@ def check_options() -> None:
 
 def api(*, ok: dict, query=None, body=None, headers=(), auth=True, **more):
     """Document a view (its docstring is the summary): `ok` maps statuses to (text, schema,
-    headers); it takes `query`'s parameters (see takes). `more`: `description`, `tag`, `body_type`
-    (one media type: client generators fail on several)."""
+    *headers); it takes `query`'s parameters (see takes). `more`: `description`, `tag`,
+    `body_type` (one media type: client generators fail on several)."""
     meta = {"ok": ok, "query": query, "body": body, "headers": headers, "auth": auth, **more}
 
     def mark(view):
@@ -137,25 +137,19 @@ def _operation(view, rule, method: str) -> dict:
     parameters = [
         {"in": "path", "name": name, "required": True, "schema": path_id}
         for name in sorted(rule.arguments)
-    ]
-    if meta["query"] is not None:
-        parameters.append({"in": "query", "schema": meta["query"]})
+    ] + ([{"in": "query", "schema": meta["query"]}] if meta["query"] else [])
     for name in meta["headers"]:
         schema, text = HEADER_PARAMETERS[name]
         parameters.append({"in": "header", "name": name, "schema": schema, "description": text})
     every = ["X-Request-ID", *([] if rule.endpoint in UNCHARGED else RATE_HEADERS)]
-    problem = ["Retry-After", *(["WWW-Authenticate"] if meta["auth"] else [])]
+    problem = (PROBLEMS, "Problem", "Retry-After", *(["WWW-Authenticate"] * meta["auth"]))
     responses = {}
-    for status, (text, schema, names) in {
-        **meta["ok"],
-        "default": (PROBLEMS, "Problem", problem),
-    }.items():
+    for status, (text, schema, *names) in {**meta["ok"], "default": problem}.items():
         # apispec makes header names into references
-        response = {"description": text, "headers": {name: name for name in every + names}}
+        responses[str(status)] = {"description": text, "headers": {n: n for n in every + names}}
         if schema is not None:
             media_type = "application/problem+json" if status == "default" else "application/json"
-            response["content"] = {media_type: {"schema": schema}}
-        responses[str(status)] = response
+            responses[str(status)]["content"] = {media_type: {"schema": schema}}
     post = "_post" if method == "POST" and "PATCH" in rule.methods else ""  # POST /person/{id}
     operation = {
         "operationId": view.__name__ + post,
@@ -164,10 +158,10 @@ def _operation(view, rule, method: str) -> dict:
         "responses": responses,
         "security": [{"ApiKey": []}, {"Bearer": []}] if meta["auth"] else [],
     }
-    if meta.get("description"):
-        operation["description"] = meta["description"]
     if parameters:
         operation["parameters"] = parameters
+    if "description" in meta:
+        operation["description"] = meta["description"]
     if meta["body"] is not None:
         content = {meta.get("body_type", "application/json"): {"schema": meta["body"]}}
         operation["requestBody"] = {"required": True, "content": content}

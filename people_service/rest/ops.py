@@ -30,8 +30,8 @@ DOCS_POLICY = content_security_policy(inline_styles=True)
 @bp.get("/health")
 @api(
     ok={
-        200: ("Healthy.", HealthSchema, []),
-        503: ("The database is missing, read-only or unreadable.", HealthSchema, []),
+        200: ("Healthy.", HealthSchema),
+        503: ("The database is missing, read-only or unreadable.", HealthSchema),
     },
     auth=False,
     tag="operations",
@@ -62,7 +62,7 @@ def openapi():
 
 @bp.get("/me")
 @required
-@api(ok={200: ("The caller.", CallerSchema, [])}, tag="operations")
+@api(ok={200: ("The caller.", CallerSchema)}, tag="operations")
 def me():
     """Who the caller is, its limit and its usage"""
     return json_response(caller_summary(current_caller()))
@@ -71,7 +71,7 @@ def me():
 @tokens.post("/auth/token")
 @api(
     body=schemas.TokenRequestSchema,
-    ok={200: ("A token to send as 'Authorization: Bearer <token>'.", TokenSchema, [])},
+    ok={200: ("A token to send as 'Authorization: Bearer <token>'.", TokenSchema)},
     auth=False,
     tag="auth",
     description="The body is read up to 16 KiB (413 beyond): a username and a password, as "

@@ -22,8 +22,8 @@ from .openapi import (
 bp = Blueprint("people", __name__)
 
 REPLAYED = "Idempotent-Replayed"
-PERSON = ("The person.", PersonOutSchema, ["ETag"])
-NO_CONTENT = {204: ("Done.", None, [])}
+PERSON = ("The person.", PersonOutSchema, "ETag")
+NO_CONTENT = {204: ("Done.", None)}
 PAGE = ["X-Total-Count", "Link"]
 # The order of the parameters in the Link header: paging first, then what the client asked.
 LINK_PARAMETERS = ("limit", "offset", *service.FILTERS, "sort")
@@ -93,7 +93,7 @@ def paged_response(entries: list, total: int, query: dict) -> Response:
 @required
 @api(
     query=schemas.PeopleQuerySchema,
-    ok={200: ("A page of people.", PersonEntrySchema(many=True), PAGE)},
+    ok={200: ("A page of people.", PersonEntrySchema(many=True), *PAGE)},
 )
 def list_people():
     """List people (id and name): filtered, sorted (by id unless `sort` says otherwise), paged"""
@@ -104,7 +104,7 @@ def list_people():
 @required
 @api(
     headers=["If-None-Match"],
-    ok={200: PERSON, 304: ("Not modified since the ETag given.", None, ["ETag"])},
+    ok={200: PERSON, 304: ("Not modified since the ETag given.", None, "ETag")},
 )
 def get_person(person_id):
     """Get a person's details"""
@@ -117,16 +117,8 @@ def get_person(person_id):
     body={"oneOf": [schemas.PersonSchema, schemas.PersonUpdateSchema]},
     headers=["Idempotency-Key", "If-Match"],
     ok={
-        201: (
-            "Created (or a replay: Idempotent-Replayed).",
-            PersonOutSchema,
-            ["ETag", "Location", REPLAYED],
-        ),
-        200: (
-            "Updated (the body named an existing id), or a replay.",
-            PersonOutSchema,
-            ["ETag", REPLAYED],
-        ),
+        201: ("Created (or a replay).", PersonOutSchema, "ETag", "Location", REPLAYED),
+        200: ("Updated (the body named an existing id).", PersonOutSchema, "ETag", REPLAYED),
     },
 )
 def create_person():
@@ -175,7 +167,9 @@ def delete_person(person_id):
 
 @bp.get("/person/<id:person_id>/friends")
 @required
-@api(query=schemas.PageSchema, ok={200: ("A page of friends.", PersonEntrySchema(many=True), PAGE)})
+@api(
+    query=schemas.PageSchema, ok={200: ("A page of friends.", PersonEntrySchema(many=True), *PAGE)}
+)
 def list_friends(person_id):
     """A person's friends (id and name), ordered by id"""
     return paged_response(*service.list_friends(get_store(), person_id, **request.args.to_dict()))
@@ -204,9 +198,7 @@ def remove_friend(person_id, friend_id):
 @api(
     body=schemas.MessageSchema,
     headers=["Idempotency-Key"],
-    ok={
-        201: ("Sent (or a replay: Idempotent-Replayed).", MessageOutSchema, ["Location", REPLAYED])
-    },
+    ok={201: ("Sent (or a replay: Idempotent-Replayed).", MessageOutSchema, "Location", REPLAYED)},
     tag="messages",
 )
 def send_message():
@@ -221,7 +213,7 @@ def send_message():
 
 @bp.get("/message/<id:message_id>")
 @required
-@api(ok={200: ("The message.", MessageOutSchema, [])}, tag="messages")
+@api(ok={200: ("The message.", MessageOutSchema)}, tag="messages")
 def get_message(message_id):
     """Get a message the caller sent (admins: any message)"""
     return json_response(service.get_message(get_store(), current_caller().viewer, message_id))
@@ -231,7 +223,7 @@ def get_message(message_id):
 @required
 @api(
     query=schemas.PageSchema,
-    ok={200: ("A page of messages.", MessageOutSchema(many=True), [])},
+    ok={200: ("A page of messages.", MessageOutSchema(many=True))},
     tag="messages",
 )
 def list_messages(person_id):

@@ -51,14 +51,14 @@ class DeliverySchema(Schema):
     delivered_at = fields.String(required=True, allow_none=True)
 
 
-WEBHOOK = ("The webhook (never its secret).", WebhookOutSchema, [])
+WEBHOOK = ("The webhook (never its secret).", WebhookOutSchema)
 
 
 @bp.post("/webhooks")
 @admin
 @api(
     body=WebhookSchema,
-    ok={201: ("Created; the secret is shown only here.", WebhookCreatedSchema, ["Location"])},
+    ok={201: ("Created; the secret is shown only here.", WebhookCreatedSchema, "Location")},
 )
 def create_webhook():
     """Create a webhook: the events committed from now on, of its types, are posted to its URL"""
@@ -69,7 +69,7 @@ def create_webhook():
 
 @bp.get("/webhooks")
 @admin
-@api(ok={200: ("The webhooks.", WebhookOutSchema(many=True), [])})
+@api(ok={200: ("The webhooks.", WebhookOutSchema(many=True))})
 def list_webhooks():
     """List the webhooks"""
     return json_response(get_store().list_webhooks())
@@ -94,7 +94,7 @@ def update_webhook(webhook_id):
 
 @bp.delete("/webhooks/<id:webhook_id>")
 @admin
-@api(ok={204: ("Deleted.", None, [])})
+@api(ok={204: ("Deleted.", None)})
 def delete_webhook(webhook_id):
     """Delete a webhook and its deliveries"""
     webhooks.delete_webhook(get_store(), webhook_id)
@@ -103,7 +103,7 @@ def delete_webhook(webhook_id):
 
 @bp.post("/webhooks/<id:webhook_id>/rotate-secret")
 @admin
-@api(ok={200: ("The new secret, shown only here.", SecretSchema, [])})
+@api(ok={200: ("The new secret, shown only here.", SecretSchema)})
 def rotate_secret(webhook_id):
     """A new secret; for 24 hours deliveries are signed by the new and the previous one"""
     return json_response(webhooks.rotate_secret(get_store(), webhook_id))
@@ -111,7 +111,7 @@ def rotate_secret(webhook_id):
 
 @bp.get("/webhooks/<id:webhook_id>/deliveries")
 @admin
-@api(query=schemas.PageSchema, ok={200: ("A page of deliveries.", DeliverySchema(many=True), [])})
+@api(query=schemas.PageSchema, ok={200: ("A page of deliveries.", DeliverySchema(many=True))})
 def list_deliveries(webhook_id):
     """A webhook's deliveries, one per event, newest first"""
     args = request.args.to_dict()
@@ -120,7 +120,7 @@ def list_deliveries(webhook_id):
 
 @bp.post("/webhooks/<id:webhook_id>/deliveries/<id:event_id>/retry")
 @admin
-@api(ok={202: ("The delivery is pending again.", None, [])})
+@api(ok={202: ("The delivery is pending again.", None)})
 def retry_delivery(webhook_id, event_id):
     """Send an event to the webhook again, now, with a fresh retry schedule"""
     webhooks.retry_delivery(get_store(), webhook_id, event_id)
