@@ -25,8 +25,8 @@ REPLAYED = "Idempotent-Replayed"
 PERSON = ("The person.", PersonOutSchema, "ETag")
 NO_CONTENT = {204: ("Done.", None)}
 PAGE = ["X-Total-Count", "Link"]
-# The order of the parameters in the Link header: paging first, then what the client asked.
-LINK_PARAMETERS = ("limit", "offset", *service.FILTERS, "sort")
+# The parameters in the Link header, in order, after limit and offset: what the client asked.
+LINK_PARAMETERS = (*service.FILTERS, "sort")
 
 
 def if_match():
@@ -68,23 +68,17 @@ def person_response(person: dict, status: int = 200, headers=None) -> Response:
 def paged_response(entries: list, total: int, query: dict) -> Response:
     """A page of a list, with X-Total-Count and a Link header to the next and previous pages."""
     path = url_for(request.endpoint, **request.view_args)  # under the server's mount prefix
-    limit, offset = query["limit"], query["offset"]
+    limit, offset, given = query["limit"], query["offset"], request.args.to_dict()
 
     def link(to: int, rel: str) -> str:
-        # what the client sent (known names only, each once: openapi.takes)
-        given = {**request.args.to_dict(), "limit": limit, "offset": to}
-        params = [
-            (name, given[name]) for name in LINK_PARAMETERS if given.get(name) not in ("", None)
-        ]
+        asked = [(name, given[name]) for name in LINK_PARAMETERS if given.get(name)]
         # commas stay readable in `sort` (a sub-delimiter, allowed in a query)
-        return f'<{path}?{urlencode(params, safe=",")}>; rel="{rel}"'
+        query_string = urlencode([("limit", limit), ("offset", to), *asked], safe=",")
+        return f'<{path}?{query_string}>; rel="{rel}"'
 
     links = [link(offset + limit, "next")] if offset + limit < total else []
-    if offset > 0:
-        links.append(link(max(0, offset - limit), "prev"))
-    headers = {"X-Total-Count": str(total)}
-    if links:
-        headers["Link"] = ", ".join(links)
+    links += [link(max(0, offset - limit), "prev")] if offset > 0 else []
+    headers = {"X-Total-Count": str(total), **({"Link": ", ".join(links)} if links else {})}
     return json_response(entries, headers=headers)
 
 
