@@ -65,7 +65,7 @@ def create_app(config: dict | None = None) -> "Flask":
     # the caller before the limiter: flask-limiter's key and cost read what this step left
     app.before_request(web.start_request)
     shared.limiter = ratelimit.init_app(app, logins=ops.tokens)
-    app.before_request(openapi.check_query)  # TEMP until the REST rebuild lands
+    app.before_request(openapi.check_options)  # views check their own query string
     pages.init_cors(app)  # CORS_ORIGINS
     app.after_request(web.finish_request)
     app.teardown_request(web.end_request)

@@ -152,28 +152,23 @@ class SortOrder(fields.String):
     """'name,-age' (REST) or a list of such items (GraphQL), as (key, descending) pairs."""
 
     def _deserialize(self, value, attr, data, **kwargs):
-        if isinstance(value, str):
-            if len(value) > 100:
-                raise ValidationError(f"Too long; {SORT_RULE}.")
-            items = value.split(",")
-        elif isinstance(value, list | tuple):
-            items = list(value)  # a repeated key stops the loop by the fourth item
-        else:
+        if isinstance(value, str) and len(value) > 100:
+            raise ValidationError(f"Too long; {SORT_RULE}.")
+        if not isinstance(value, str | list | tuple):
             raise ValidationError(
                 f"Must be a comma-separated list such as 'name,-age'; {SORT_RULE}."
             )
-        order, seen = [], set()
-        for item in items:
+        order: dict[str, bool] = {}  # a repeated key stops the loop by the fourth item
+        for item in value.split(",") if isinstance(value, str) else value:
             if not isinstance(item, str) or not item:
                 raise ValidationError(f"Has an empty item; {SORT_RULE}, separated by commas.")
             key = item.removeprefix("-")
             if key not in SORT_KEYS:
                 raise ValidationError(f"Unknown sort key '{item[:40]}'; {SORT_RULE}.")
-            if key in seen:
+            if key in order:
                 raise ValidationError(f"Sorts by '{key}' twice; give each key once.")
-            seen.add(key)
-            order.append((key, item.startswith("-")))
-        return tuple(order)
+            order[key] = item.startswith("-")
+        return tuple(order.items())
 
 
 class PeopleQuerySchema(PageSchema):
@@ -269,31 +264,26 @@ user_request_schema = UserRequestSchema()
 password_schema = UserRequestSchema(only=("password",))
 
 
-def flatten(errors, prefix: str = "") -> list[str]:
-    """Marshmallow's nested messages as 'address.city: message' lines."""
+def _lines(errors, prefix: str = ""):
     if isinstance(errors, dict):
-        lines = []
         for key, value in errors.items():
             name = prefix if key == "_schema" else f"{prefix}.{key}" if prefix else str(key)
-            lines.extend(flatten(value, name))
-        return lines
-    if isinstance(errors, list):
-        return [line for item in errors for line in flatten(item, prefix)]
-    return [f"{prefix}: {errors}" if prefix else str(errors)]
+            yield from _lines(value, name)
+    elif isinstance(errors, list):
+        for item in errors:
+            yield from _lines(item, prefix)
+    else:
+        yield f"{prefix}: {errors}" if prefix else str(errors)
 
 
 def sentence(errors) -> str:
     """Field messages as one readable detail: 'name: Length must be between 1 and 200.'"""
-    lines = flatten(errors)
-    return " ".join(line if line.endswith((".", "?", "!")) else line + "." for line in lines)
+    return " ".join(line if line[-1:] in ".?!" else line + "." for line in _lines(errors))
 
 
 JSON_KINDS = {list: "an array", str: "a string", int: "a number", float: "a number"}
-JSON_KINDS.update({bool: "true or false", type(None): "null"})
-
-
-# Unknown fields of one object that marshmallow is given to name, at most.
-MAX_UNKNOWN = 10
+JSON_KINDS |= {bool: "true or false", type(None): "null"}
+MAX_UNKNOWN = 10  # unknown fields of one object given to marshmallow, which is slow to name many
 
 
 def _pruned(schema: Schema, data: dict) -> tuple[dict, int]:

@@ -185,6 +185,12 @@ def test_timestamps_are_declared_as_date_time(client, headers):
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", stamp), stamp
 
 
+def test_a_webhook_url_is_documented_as_http_or_https(client):
+    components = client.get("/openapi.json").json["components"]["schemas"]
+    for name in ("Webhook", "WebhookPatch"):  # a fuzzer's "0" is no longer schema-valid
+        assert components[name]["properties"]["url"]["pattern"] == "^https?://"
+
+
 def test_problem_documents_declare_the_count_of_omitted_errors(client):
     problem = client.get("/openapi.json").json["components"]["schemas"]["Problem"]
     assert problem["properties"]["errors_omitted"]["type"] == "integer"

@@ -57,8 +57,8 @@ def package_hooks(app) -> list[str]:
     ]
 
 
-def test_the_package_registers_three_request_hooks_with_or_without_cors(app, tmp_path):
-    hooks = ["None:end_request", "None:finish_request", "None:start_request"]
+def test_the_package_registers_four_request_hooks_with_or_without_cors(app, tmp_path):
+    hooks = ["None:check_options", "None:end_request", "None:finish_request", "None:start_request"]
     assert sorted(package_hooks(app)) == hooks
     (tmp_path / "cors").mkdir()
     with_cors = make_app(tmp_path / "cors", CORS_ORIGINS="https://app.example.org")

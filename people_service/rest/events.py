@@ -14,10 +14,9 @@ from ..web.caller import current_caller, required
 from ..web.jsonio import json_response
 from ..web.negotiation import JSON, negotiate
 from ..web.problems import with_headers
-from .openapi import doc, strict_query
+from .openapi import api
 
 bp = Blueprint("events", __name__)
-strict_query(bp)
 
 STREAM = "text/event-stream"
 OTHER_SERVERS = 4  # streams a process holds when EVENT_STREAMS is 0 and serve did not set it
@@ -62,15 +61,14 @@ def _page(found: list, more: bool, query: dict):
 
 @bp.get("/events")
 @required
-@doc(
-    "Follow every change: the events after a cursor, or a live stream of them",
+@api(
     query=feed.FeedQuerySchema,
-    ok={200: ("The events after the cursor, by id.", EventSchema(many=True), ["Link"])},
+    ok={200: ("The events after the cursor, by id.", EventSchema(many=True), "Link")},
     headers=["Last-Event-ID"],
-    tag="events",
     description=DESCRIPTION,
 )
 def list_events():
+    """Follow every change: the events after a cursor, or a live stream of them"""
     query = feed.parse_query(request.args.to_dict())
     resume = request.headers.get("Last-Event-ID")  # checked whichever answer is asked for
     resume = None if resume is None else feed.parse_last_event_id(resume)

@@ -1,21 +1,21 @@
-"""The OpenAPI 3.1 document, built by apispec from the views' marshmallow schemas, and the
-query-string check that makes the documented parameters the only ones a route takes."""
+"""The OpenAPI 3.1 document, built by apispec from the schemas each view names with @api, and the
+query parameters each view takes, checked by webargs (names here, values in the service)."""
 
+import functools
 import re
-from collections import Counter
 from importlib.metadata import PackageNotFoundError, version
 
 from apispec import APISpec
 from apispec.ext.marshmallow import MarshmallowPlugin
-from flask import Blueprint, current_app, request
-from marshmallow import Schema, fields, validate
+from flask import current_app, request
+from marshmallow import RAISE, Schema, fields, validate
+from webargs.flaskparser import FlaskParser
 from werkzeug.routing import BaseConverter
 
 from .. import schemas
 from ..errors import BadRequest
-from ..web.caller import authenticate, check_scope, needed_scope
+from ..web import UNCHARGED
 
-# Errors are one `default` answer per operation: the statuses below, as problem documents.
 PROBLEMS = (
     "An RFC 9457 problem document. 400: a parameter, header or JSON syntax is malformed. "
     "401: credentials are missing or invalid. 403: the credentials lack the scope. "
@@ -54,7 +54,7 @@ HEADER_PARAMETERS = {  # request headers a view may name: (schema, description)
     "If-Match": (ETAGS, "Only change the person if its ETag is one of these (or `*`)."),
     "If-None-Match": (ETAGS, "Answer 304 if the person's ETag is one of these."),
     "Last-Event-ID": (
-        {"type": "string", "pattern": "^(0|[1-9][0-9]{0,17})$"},
+        {**STRING, "pattern": "^(0|[1-9][0-9]{0,17})$"},
         "With text/event-stream: resume after this event id (it wins over `after`).",
     ),
     "Idempotency-Key": (
@@ -62,75 +62,125 @@ HEADER_PARAMETERS = {  # request headers a view may name: (schema, description)
         "Retrying with the same key and body within 24 h replays the answer.",
     ),
 }
+SHOWN = 10  # names listed in one answer: a hostile query string cannot make it large
+QUERY = "query_once"  # webargs' query location, refusing a repeated name
+parser = FlaskParser(unknown=RAISE)
 
 
-def doc(summary: str, *, ok: dict, query=None, body=None, headers=(), **more):
-    """Describe a view for the OpenAPI document: `ok` maps statuses to (text, schema, headers);
-    `query` is the schema of the only query parameters the view takes. `more`: `description`,
-    `body_type` (one media type: client generators fail on several), `auth`, `tag`."""
-    meta = {"summary": summary, "ok": ok, "query": query, "body": body, "headers": headers}
-    meta |= {"body_type": "application/json", "auth": True, "tag": "people"} | more
-    meta["parameters"] = frozenset(query().load_fields) if query else frozenset()
+@parser.location_loader(QUERY)
+def _each_once(req, schema) -> dict:
+    repeated = [name[:40] for name, values in req.args.lists() if len(values) > 1][:SHOWN]
+    if repeated:
+        raise BadRequest(
+            f"Query parameter {', '.join(map(repr, repeated))} given more than once; "
+            "give each parameter once.",
+            errors=dict.fromkeys(repeated, ["Given more than once."]),
+        )
+    return req.args.to_dict()
+
+
+@parser.error_handler
+def _unknown(error, req, schema, *, error_status_code, error_headers):
+    # the schemas of `takes` have only Raw fields: an unknown name is their one error
+    names = [name[:40] for name in req.args if name in error.messages[QUERY]][:SHOWN]
+    takes = ", ".join(sorted(schema.fields)) or "no query parameters"
+    raise BadRequest(
+        f"Unknown query parameter{'s' if len(names) > 1 else ''} "
+        f"{', '.join(map(repr, names))}; {req.path} takes {takes}.",
+        errors=dict.fromkeys(names, ["Unknown parameter."]),
+    )
+
+
+def takes(schema: type[Schema] | None = None):
+    """A view that refuses query parameters other than `schema`'s fields, and repeated ones
+    (400); it reads their values from request.args as before, and the service checks them."""
+    names = {name: fields.Raw() for name in (schema().load_fields if schema else ())}
+    checked_names = Schema.from_dict(names)()
 
     def mark(view):
+        @functools.wraps(view)
+        def checked(*args, **kwargs):
+            if request.query_string:
+                parser.parse(checked_names, location=QUERY)
+            return view(*args, **kwargs)
+
+        checked.query_names = checked_names
+        return checked
+
+    return mark
+
+
+def check_options() -> None:
+    """Flask answers OPTIONS without the view: check the query string as its view would."""
+    if request.method == "OPTIONS" and request.query_string:
+        names = getattr(current_app.view_functions.get(request.endpoint), "query_names", None)
+        if names is not None:
+            parser.parse(names, location=QUERY)
+
+
+def api(*, ok: dict, query=None, body=None, headers=(), auth=True, **more):
+    """Document a view (its docstring is the summary): `ok` maps statuses to (text, schema,
+    *headers); it takes `query`'s parameters (see takes). `more`: `description`, `tag`,
+    `body_type` (one media type: client generators fail on several)."""
+    meta = {"ok": ok, "query": query, "body": body, "headers": headers, "auth": auth, **more}
+
+    def mark(view):
+        view = takes(query)(view)
         view.apidoc = meta
         return view
 
     return mark
 
 
-def _operation(meta: dict, path_parameters: list, limited: bool) -> dict:
-    """One operation of the document: parameters, body, its answers and the problem `default`."""
-    id_schema = {**STRING, "pattern": schemas.ID_PATTERN}
+def _operation(view, rule, method: str) -> dict:
+    meta, path_id = view.apidoc, {**STRING, "pattern": schemas.ID_PATTERN}
     parameters = [
-        {"in": "path", "name": name, "required": True, "schema": id_schema}
-        for name in path_parameters
-    ]
-    if meta["query"] is not None:
-        parameters.append({"in": "query", "schema": meta["query"]})
+        {"in": "path", "name": name, "required": True, "schema": path_id}
+        for name in sorted(rule.arguments)
+    ] + ([{"in": "query", "schema": meta["query"]}] if meta["query"] else [])
     for name in meta["headers"]:
         schema, text = HEADER_PARAMETERS[name]
         parameters.append({"in": "header", "name": name, "schema": schema, "description": text})
-    every = ["X-Request-ID", *(RATE_HEADERS if limited else [])]
-    problem = ["Retry-After", *(["WWW-Authenticate"] if meta["auth"] else [])]
-    answers = {**meta["ok"], "default": (PROBLEMS, "Problem", problem)}
+    every = ["X-Request-ID", *([] if rule.endpoint in UNCHARGED else RATE_HEADERS)]
+    problem = (PROBLEMS, "Problem", "Retry-After", *(["WWW-Authenticate"] * meta["auth"]))
     responses = {}
-    for status, (text, schema, names) in answers.items():
+    for status, (text, schema, *names) in {**meta["ok"], "default": problem}.items():
         # apispec makes header names into references
-        response = {"description": text, "headers": {name: name for name in every + names}}
+        responses[str(status)] = {"description": text, "headers": {n: n for n in every + names}}
         if schema is not None:
             media_type = "application/problem+json" if status == "default" else "application/json"
-            response["content"] = {media_type: {"schema": schema}}
-        responses[str(status)] = response
-    operation = {"summary": meta["summary"], "tags": [meta["tag"]], "responses": responses}
-    if meta.get("description"):
-        operation["description"] = meta["description"]
+            responses[str(status)]["content"] = {media_type: {"schema": schema}}
+    post = "_post" if method == "POST" and "PATCH" in rule.methods else ""  # POST /person/{id}
+    operation = {
+        "operationId": view.__name__ + post,
+        "summary": view.__doc__,
+        "tags": [meta.get("tag", rule.endpoint.split(".")[0])],
+        "responses": responses,
+        "security": [{"ApiKey": []}, {"Bearer": []}] if meta["auth"] else [],
+    }
     if parameters:
         operation["parameters"] = parameters
+    if "description" in meta:
+        operation["description"] = meta["description"]
     if meta["body"] is not None:
-        content = {meta["body_type"]: {"schema": meta["body"]}}
+        content = {meta.get("body_type", "application/json"): {"schema": meta["body"]}}
         operation["requestBody"] = {"required": True, "content": content}
-    operation["security"] = [{"ApiKey": []}, {"Bearer": []}] if meta["auth"] else []
     return operation
 
 
 def release() -> str:
-    """The installed package's version (the one place that asks importlib.metadata)."""
+    """The installed package's version."""
     try:
         return version("people-service")
     except PackageNotFoundError:
         return "0"
 
 
-def build_spec(app, unlimited: set[str], description: str) -> dict:
-    """The OpenAPI document of every route of `app` whose view has @doc."""
+def build_spec(app, description: str) -> dict:
+    """The OpenAPI document of every route of `app` whose view has @api."""
     plugin = MarshmallowPlugin()
     spec = APISpec(
-        title="people-service",
-        version=release(),
-        openapi_version="3.1.0",
-        plugins=[plugin],
-        info={"description": description},
+        "people-service", release(), "3.1.0", [plugin], info={"description": description}
     )
     # `format: email` would promise RFC 5322 addresses: schemas.EMAIL_PATTERN says what is taken
     plugin.map_to_openapi_type(fields.Email, "string", None)
@@ -143,22 +193,12 @@ def build_spec(app, unlimited: set[str], description: str) -> dict:
     for name, (schema, text) in HEADERS.items():
         spec.components.header(name, {"schema": schema, "description": text})
     spec.components.schema("Problem", schema=ProblemSchema)
-    views = app.view_functions
-    rules = [
-        rule for rule in app.url_map.iter_rules() if hasattr(views.get(rule.endpoint), "apidoc")
-    ]
-    routes = Counter(rule.endpoint for rule in rules)  # update_person answers PATCH and POST
-    paths: dict[str, dict] = {}
-    for rule in rules:
-        view, post = views[rule.endpoint], "_post" if routes[rule.endpoint] > 1 else ""
-        operations = paths.setdefault(re.sub(r"<id:(\w+)>", r"{\1}", rule.rule), {})
-        for method in sorted(rule.methods - {"HEAD", "OPTIONS"}):
-            limited = rule.endpoint not in unlimited
-            operation = _operation(view.apidoc, sorted(rule.arguments), limited)
-            name = view.__name__ + (post if method == "POST" else "")  # POST /person/{id}
-            operations[method.lower()] = {"operationId": name, **operation}
-    for path, operations in paths.items():
-        spec.path(path=path, operations=operations)
+    for rule in app.url_map.iter_rules():
+        view = app.view_functions[rule.endpoint]
+        if hasattr(view, "apidoc"):
+            methods = sorted(rule.methods - {"HEAD", "OPTIONS"})
+            operations = {method.lower(): _operation(view, rule, method) for method in methods}
+            spec.path(re.sub(r"<id:(\w+)>", r"{\1}", rule.rule), operations=operations)
     from .webhooks import openapi_webhooks  # it imports this module
 
     return {**spec.to_dict(), "webhooks": openapi_webhooks()}
@@ -229,8 +269,7 @@ class ProblemSchema(Schema):
     )
 
 
-# Bodies as the OpenAPI document describes them where the service accepts more than the
-# rule's schema: PUT and PATCH may repeat the path's id (the service checks and drops it).
+# PUT and PATCH bodies may repeat the path's id (the service checks and drops it)
 PATH_ID = {"description": "The id of the path, repeated; any other id is refused (422)."}
 
 
@@ -246,48 +285,3 @@ class IdConverter(BaseConverter):
     """Path ids are ASCII digits without sign or leading zero, and fit SQLite's integers."""
 
     regex = schemas.ID_PATTERN.strip("^$")
-
-
-def accepted(view) -> frozenset[str]:
-    """The query parameters a view takes: the fields of the query schema its @doc names."""
-    return getattr(view, "apidoc", {}).get("parameters", frozenset())
-
-
-SHOWN = 10  # names listed in one answer: a hostile query string cannot make it large
-
-
-STRICT: set[str] = set()  # the blueprints whose routes refuse query parameters they don't take
-
-
-def check_query() -> None:
-    """Refuse unknown and repeated query parameters (400), after credentials and scope."""
-    if not request.query_string or request.blueprint not in STRICT:
-        return  # the common case costs nothing
-    view = current_app.view_functions.get(request.endpoint)
-    if getattr(view, "apidoc", {}).get("auth") and request.method != "OPTIONS":
-        # 401 and 403 first, as `required` orders them: a caller without credentials or
-        # scope learns nothing about the parameters
-        check_scope(authenticate(), needed_scope(view))
-    allowed = accepted(view)
-    unknown = [name[:40] for name in request.args if name not in allowed][:SHOWN]
-    if unknown:
-        takes = ", ".join(sorted(allowed)) or "no query parameters"
-        plural = "s" if len(unknown) > 1 else ""
-        raise BadRequest(
-            f"Unknown query parameter{plural} {', '.join(map(repr, unknown))}; "
-            f"{request.path} takes {takes}.",
-            errors={name: ["Unknown parameter."] for name in unknown},
-        )
-    repeated = [name for name, values in request.args.lists() if len(values) > 1]
-    if repeated:
-        raise BadRequest(
-            f"Query parameter {', '.join(map(repr, repeated))} given more than once; "
-            "give each parameter once.",
-            errors={name: ["Given more than once."] for name in repeated},
-        )
-
-
-def strict_query(*blueprints: Blueprint) -> None:
-    """Check the query string of every route of these blueprints before its view (check_query,
-    which create_app runs before every view)."""
-    STRICT.update(bp.name for bp in blueprints)

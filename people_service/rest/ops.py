@@ -4,18 +4,17 @@ from flask import Blueprint, current_app, g, render_template, request, url_for
 
 from .. import credentials, schemas
 from ..errors import Unauthorized
-from ..web import UNCHARGED, database_state, get_runtime, services
+from ..web import database_state, get_runtime
 from ..web.caller import caller_summary, challenge, current_caller, required
 from ..web.jsonio import json_body, json_response
 from ..web.negotiation import wants_html
 from ..web.pages import content_security_policy, html_response, vendor_url
 from ..web.problems import with_headers
-from .openapi import CallerSchema, HealthSchema, TokenSchema, build_spec, doc, release, strict_query
+from .openapi import CallerSchema, HealthSchema, TokenSchema, api, build_spec, release, takes
 
 bp = Blueprint("ops", __name__)
 tokens = Blueprint("tokens", __name__)
 front = Blueprint("front", __name__)
-strict_query(bp, tokens)
 
 FORM = "application/x-www-form-urlencoded"
 HANDSHAKE_MAX_BODY = 16 * 1024  # a login's body: a username and a password, escaped
@@ -30,54 +29,57 @@ DOCS_POLICY = content_security_policy(inline_styles=True)
 
 
 @bp.get("/health")
-@doc(
-    "Whether the service and its database answer",
+@api(
     ok={
-        200: ("Healthy.", HealthSchema, []),
-        503: ("The database is missing, read-only or unreadable.", HealthSchema, []),
+        200: ("Healthy.", HealthSchema),
+        503: ("The database is missing, read-only or unreadable.", HealthSchema),
     },
     auth=False,
     tag="operations",
 )
 def health():
+    """Whether the service and its database answer"""
     database = database_state()
     if database == "ok":
         return json_response({"status": "ok", "database": "ok"})
     return json_response({"status": "unavailable", "database": database}, 503)
 
 
+def document():
+    """The OpenAPI document, built once per app; under a mount prefix, its paths are too."""
+    if "openapi" not in current_app.extensions:
+        current_app.extensions["openapi"] = build_spec(current_app, DESCRIPTION)
+    found = current_app.extensions["openapi"]
+    if request.script_root:
+        return json_response({**found, "servers": [{"url": request.script_root}]})
+    return json_response(found)
+
+
 @bp.get("/openapi.json")
+@takes()
 def openapi():
-    ext = services()
-    if ext.openapi is None:
-        ext.openapi = build_spec(current_app, UNCHARGED, DESCRIPTION)
-    if request.script_root:  # mounted under a prefix: the paths are under it too
-        return json_response({**ext.openapi, "servers": [{"url": request.script_root}]})
-    return json_response(ext.openapi)
+    return document()
 
 
 @bp.get("/me")
 @required
-@doc(
-    "Who the caller is, its limit and its usage",
-    ok={200: ("The caller.", CallerSchema, [])},
-    tag="operations",
-)
+@api(ok={200: ("The caller.", CallerSchema)}, tag="operations")
 def me():
+    """Who the caller is, its limit and its usage"""
     return json_response(caller_summary(current_caller()))
 
 
 @tokens.post("/auth/token")
-@doc(
-    "Exchange a username and password for a bearer token",
+@api(
     body=schemas.TokenRequestSchema,
-    ok={200: ("A token to send as 'Authorization: Bearer <token>'.", TokenSchema, [])},
+    ok={200: ("A token to send as 'Authorization: Bearer <token>'.", TokenSchema)},
     auth=False,
     tag="auth",
     description="The body is read up to 16 KiB (413 beyond): a username and a password, as "
     "JSON or as a form (application/x-www-form-urlencoded).",
 )
 def issue_token():
+    """Exchange a username and password for a bearer token"""
     given, runtime = g.login, get_runtime()
     method = current_app.config["PASSWORD_HASH_METHOD"]
     # one check at a time per address, a bounded queue for the rest (runtime.LoginGate)
@@ -137,6 +139,6 @@ def docs():
             openapi=url_for("ops.openapi"),
         )
         return html_response(page, DOCS_POLICY)
-    response = openapi()
+    response = document()
     response.headers.update({"Content-Location": url_for("ops.openapi"), "Vary": "Accept"})
     return response

@@ -16,19 +16,17 @@ from .openapi import (
     PersonMergeSchema,
     PersonOutSchema,
     PersonReplaceSchema,
-    doc,
-    strict_query,
+    api,
 )
 
 bp = Blueprint("people", __name__)
-strict_query(bp)
 
 REPLAYED = "Idempotent-Replayed"
-PERSON = ("The person.", PersonOutSchema, ["ETag"])
-NO_CONTENT = {204: ("Done.", None, [])}
+PERSON = ("The person.", PersonOutSchema, "ETag")
+NO_CONTENT = {204: ("Done.", None)}
 PAGE = ["X-Total-Count", "Link"]
-# The order of the parameters in the Link header: paging first, then what the client asked.
-LINK_PARAMETERS = ("limit", "offset", *service.FILTERS, "sort")
+# The parameters in the Link header, in order, after limit and offset: what the client asked.
+LINK_PARAMETERS = (*service.FILTERS, "sort")
 
 
 def if_match():
@@ -70,70 +68,55 @@ def person_response(person: dict, status: int = 200, headers=None) -> Response:
 def paged_response(entries: list, total: int, query: dict) -> Response:
     """A page of a list, with X-Total-Count and a Link header to the next and previous pages."""
     path = url_for(request.endpoint, **request.view_args)  # under the server's mount prefix
-    limit, offset = query["limit"], query["offset"]
+    limit, offset, given = query["limit"], query["offset"], request.args.to_dict()
 
     def link(to: int, rel: str) -> str:
-        # what the client sent (check_query let through only known names, each once)
-        given = {**request.args.to_dict(), "limit": limit, "offset": to}
-        params = [
-            (name, given[name]) for name in LINK_PARAMETERS if given.get(name) not in ("", None)
-        ]
+        asked = [(name, given[name]) for name in LINK_PARAMETERS if given.get(name)]
         # commas stay readable in `sort` (a sub-delimiter, allowed in a query)
-        return f'<{path}?{urlencode(params, safe=",")}>; rel="{rel}"'
+        query_string = urlencode([("limit", limit), ("offset", to), *asked], safe=",")
+        return f'<{path}?{query_string}>; rel="{rel}"'
 
     links = [link(offset + limit, "next")] if offset + limit < total else []
-    if offset > 0:
-        links.append(link(max(0, offset - limit), "prev"))
-    headers = {"X-Total-Count": str(total)}
-    if links:
-        headers["Link"] = ", ".join(links)
+    links += [link(max(0, offset - limit), "prev")] if offset > 0 else []
+    headers = {"X-Total-Count": str(total), **({"Link": ", ".join(links)} if links else {})}
     return json_response(entries, headers=headers)
 
 
 # `/people/` is the list too: werkzeug's slash redirect would build its URL from the Host header
 @bp.get("/people", strict_slashes=False)
 @required
-@doc(
-    "List people (id and name): filtered, sorted (by id unless `sort` says otherwise), paged",
+@api(
     query=schemas.PeopleQuerySchema,
-    ok={200: ("A page of people.", PersonEntrySchema(many=True), PAGE)},
+    ok={200: ("A page of people.", PersonEntrySchema(many=True), *PAGE)},
 )
 def list_people():
-    # check_query let through only the parameters the schema names, each once
+    """List people (id and name): filtered, sorted (by id unless `sort` says otherwise), paged"""
     return paged_response(*service.list_people(get_store(), **request.args.to_dict()))
 
 
 @bp.get("/person/<id:person_id>")
 @required
-@doc(
-    "Get a person's details",
+@api(
     headers=["If-None-Match"],
-    ok={200: PERSON, 304: ("Not modified since the ETag given.", None, ["ETag"])},
+    ok={200: PERSON, 304: ("Not modified since the ETag given.", None, "ETag")},
 )
 def get_person(person_id):
+    """Get a person's details"""
     return person_response(service.get_person(get_store(), person_id)).make_conditional(request)
 
 
 @bp.post("/person")
 @required
-@doc(
-    "Create a person (or, with the id of an existing person, update it like PATCH)",
+@api(
     body={"oneOf": [schemas.PersonSchema, schemas.PersonUpdateSchema]},
     headers=["Idempotency-Key", "If-Match"],
     ok={
-        201: (
-            "Created (or a replay: Idempotent-Replayed).",
-            PersonOutSchema,
-            ["ETag", "Location", REPLAYED],
-        ),
-        200: (
-            "Updated (the body named an existing id), or a replay.",
-            PersonOutSchema,
-            ["ETag", REPLAYED],
-        ),
+        201: ("Created (or a replay).", PersonOutSchema, "ETag", "Location", REPLAYED),
+        200: ("Updated (the body named an existing id).", PersonOutSchema, "ETag", REPLAYED),
     },
 )
 def create_person():
+    """Create a person (or, with the id of an existing person, update it like PATCH)"""
     data, store, precondition = json_body(), get_store(), if_match()
 
     def create():
@@ -146,21 +129,15 @@ def create_person():
 
 @bp.put("/person/<id:person_id>")
 @required
-@doc(
-    "Replace a person: fields left out become null",
-    body=PersonReplaceSchema,
-    headers=["If-Match"],
-    ok={200: PERSON},
-)
+@api(body=PersonReplaceSchema, headers=["If-Match"], ok={200: PERSON})
 def replace_person(person_id):
+    """Replace a person: fields left out become null"""
     return person_response(service.replace_person(get_store(), person_id, json_body(), if_match()))
 
 
-@bp.patch("/person/<id:person_id>")
-@bp.post("/person/<id:person_id>")
+@bp.route("/person/<id:person_id>", methods=["PATCH", "POST"])
 @required
-@doc(
-    "Change some fields of a person (JSON merge patch; null clears a field)",
+@api(
     body=PersonMergeSchema,
     body_type="application/merge-patch+json",
     description="The body may also be sent as application/json.",
@@ -168,61 +145,58 @@ def replace_person(person_id):
     ok={200: PERSON},
 )
 def update_person(person_id):
+    """Change some fields of a person (JSON merge patch; null clears a field)"""
     changes = json_body(PATCH_TYPES)
     return person_response(service.update_person(get_store(), person_id, changes, if_match()))
 
 
 @bp.delete("/person/<id:person_id>")
 @required
-@doc("Delete a person with their friendships and messages", headers=["If-Match"], ok=NO_CONTENT)
+@api(headers=["If-Match"], ok=NO_CONTENT)
 def delete_person(person_id):
+    """Delete a person with their friendships and messages"""
     service.delete_person(get_store(), person_id, if_match())
     return Response(status=204)
 
 
 @bp.get("/person/<id:person_id>/friends")
 @required
-@doc(
-    "A person's friends (id and name), ordered by id",
-    query=schemas.PageSchema,
-    ok={200: ("A page of friends.", PersonEntrySchema(many=True), PAGE)},
+@api(
+    query=schemas.PageSchema, ok={200: ("A page of friends.", PersonEntrySchema(many=True), *PAGE)}
 )
 def list_friends(person_id):
+    """A person's friends (id and name), ordered by id"""
     return paged_response(*service.list_friends(get_store(), person_id, **request.args.to_dict()))
 
 
 @bp.put("/person/<id:person_id>/friends/<id:friend_id>")
 @required
-@doc("Make two people friends (mutual; idempotent)", ok=NO_CONTENT)
+@api(ok=NO_CONTENT)
 def add_friend(person_id, friend_id):
+    """Make two people friends (mutual; idempotent)"""
     service.add_friend(get_store(), person_id, friend_id)
     return Response(status=204)
 
 
 @bp.delete("/person/<id:person_id>/friends/<id:friend_id>")
 @required
-@doc("End a friendship (also fine when there was none)", ok=NO_CONTENT)
+@api(ok=NO_CONTENT)
 def remove_friend(person_id, friend_id):
+    """End a friendship (also fine when there was none)"""
     service.remove_friend(get_store(), person_id, friend_id)
     return Response(status=204)
 
 
 @bp.post("/message")
 @required
-@doc(
-    "Send a message to a person; the sender is the caller",
+@api(
     body=schemas.MessageSchema,
     headers=["Idempotency-Key"],
-    ok={
-        201: (
-            "Sent (or a replay: Idempotent-Replayed).",
-            MessageOutSchema,
-            ["Location", REPLAYED],
-        )
-    },
+    ok={201: ("Sent (or a replay: Idempotent-Replayed).", MessageOutSchema, "Location", REPLAYED)},
     tag="messages",
 )
 def send_message():
+    """Send a message to a person; the sender is the caller"""
     data, store, viewer = json_body(), get_store(), current_caller().viewer
     status, message, replayed = idempotent(
         store, "POST /message", data, lambda: (201, service.send_message(store, viewer, data))
@@ -233,23 +207,20 @@ def send_message():
 
 @bp.get("/message/<id:message_id>")
 @required
-@doc(
-    "Get a message the caller sent (admins: any message)",
-    ok={200: ("The message.", MessageOutSchema, [])},
-    tag="messages",
-)
+@api(ok={200: ("The message.", MessageOutSchema)}, tag="messages")
 def get_message(message_id):
+    """Get a message the caller sent (admins: any message)"""
     return json_response(service.get_message(get_store(), current_caller().viewer, message_id))
 
 
 @bp.get("/person/<id:person_id>/messages")
 @required
-@doc(
-    "The caller's messages to a person, newest first",
+@api(
     query=schemas.PageSchema,
-    ok={200: ("A page of messages.", MessageOutSchema(many=True), [])},
+    ok={200: ("A page of messages.", MessageOutSchema(many=True))},
     tag="messages",
 )
 def list_messages(person_id):
+    """The caller's messages to a person, newest first"""
     viewer, args = current_caller().viewer, request.args.to_dict()
     return json_response(service.list_messages(get_store(), viewer, person_id, **args))

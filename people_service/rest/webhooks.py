@@ -1,7 +1,5 @@
 """REST resources for webhooks and their deliveries (scope admin), and the delivery thread."""
 
-from functools import partial
-
 from flask import Blueprint, current_app, request, url_for
 from marshmallow import Schema, fields
 from werkzeug.wrappers import Response
@@ -10,14 +8,19 @@ from .. import schemas, webhooks
 from ..web import get_store
 from ..web.caller import required
 from ..web.jsonio import PATCH_TYPES, json_body, json_response
-from .openapi import doc, strict_query
+from .openapi import api
 
 bp = Blueprint("webhooks", __name__)
-strict_query(bp)
-hook_doc = partial(doc, tag="webhooks")
-
-
 admin = required(scope="admin")
+URL = {"pattern": "^https?://"}  # the OpenAPI document's rule; webhooks.target checks the rest
+
+
+class WebhookSchema(webhooks.WebhookSchema):
+    url = schemas.text(webhooks.MAX_URL, 1, required=True, metadata=URL)
+
+
+class WebhookPatchSchema(webhooks.WebhookPatchSchema):
+    url = schemas.text(webhooks.MAX_URL, 1, metadata=URL)
 
 
 class WebhookOutSchema(Schema):
@@ -48,17 +51,17 @@ class DeliverySchema(Schema):
     delivered_at = fields.String(required=True, allow_none=True)
 
 
-WEBHOOK = ("The webhook (never its secret).", WebhookOutSchema, [])
+WEBHOOK = ("The webhook (never its secret).", WebhookOutSchema)
 
 
 @bp.post("/webhooks")
 @admin
-@hook_doc(
-    "Create a webhook: the events committed from now on, of its types, are posted to its URL",
-    body=webhooks.WebhookSchema,
-    ok={201: ("Created; the secret is shown only here.", WebhookCreatedSchema, ["Location"])},
+@api(
+    body=WebhookSchema,
+    ok={201: ("Created; the secret is shown only here.", WebhookCreatedSchema, "Location")},
 )
 def create_webhook():
+    """Create a webhook: the events committed from now on, of its types, are posted to its URL"""
     webhook = webhooks.create_webhook(get_store(), json_body(), current_app.config)
     location = url_for("webhooks.get_webhook", webhook_id=webhook["id"])
     return json_response(webhook, 201, {"Location": location})
@@ -66,67 +69,60 @@ def create_webhook():
 
 @bp.get("/webhooks")
 @admin
-@hook_doc("List the webhooks", ok={200: ("The webhooks.", WebhookOutSchema(many=True), [])})
+@api(ok={200: ("The webhooks.", WebhookOutSchema(many=True))})
 def list_webhooks():
+    """List the webhooks"""
     return json_response(get_store().list_webhooks())
 
 
 @bp.get("/webhooks/<id:webhook_id>")
 @admin
-@hook_doc("Get a webhook", ok={200: WEBHOOK})
+@api(ok={200: WEBHOOK})
 def get_webhook(webhook_id):
+    """Get a webhook"""
     return json_response(webhooks.get_webhook(get_store(), webhook_id))
 
 
 @bp.patch("/webhooks/<id:webhook_id>")
 @admin
-@hook_doc(
-    "Change a webhook's url, events, description or enabled (enabling sends what waited)",
-    body=webhooks.WebhookPatchSchema,
-    ok={200: WEBHOOK},
-)
+@api(body=WebhookPatchSchema, ok={200: WEBHOOK})
 def update_webhook(webhook_id):
+    """Change a webhook's url, events, description or enabled (enabling sends what waited)"""
     data = json_body(PATCH_TYPES)
     return json_response(webhooks.update_webhook(get_store(), webhook_id, data, current_app.config))
 
 
 @bp.delete("/webhooks/<id:webhook_id>")
 @admin
-@hook_doc("Delete a webhook and its deliveries", ok={204: ("Deleted.", None, [])})
+@api(ok={204: ("Deleted.", None)})
 def delete_webhook(webhook_id):
+    """Delete a webhook and its deliveries"""
     webhooks.delete_webhook(get_store(), webhook_id)
     return Response(status=204)
 
 
 @bp.post("/webhooks/<id:webhook_id>/rotate-secret")
 @admin
-@hook_doc(
-    "A new secret; for 24 hours deliveries are signed by the new and the previous one",
-    ok={200: ("The new secret, shown only here.", SecretSchema, [])},
-)
+@api(ok={200: ("The new secret, shown only here.", SecretSchema)})
 def rotate_secret(webhook_id):
+    """A new secret; for 24 hours deliveries are signed by the new and the previous one"""
     return json_response(webhooks.rotate_secret(get_store(), webhook_id))
 
 
 @bp.get("/webhooks/<id:webhook_id>/deliveries")
 @admin
-@hook_doc(
-    "A webhook's deliveries, one per event, newest first",
-    query=schemas.PageSchema,
-    ok={200: ("A page of deliveries.", DeliverySchema(many=True), [])},
-)
+@api(query=schemas.PageSchema, ok={200: ("A page of deliveries.", DeliverySchema(many=True))})
 def list_deliveries(webhook_id):
+    """A webhook's deliveries, one per event, newest first"""
     args = request.args.to_dict()
     return json_response(webhooks.list_deliveries(get_store(), webhook_id, **args))
 
 
 @bp.post("/webhooks/<id:webhook_id>/deliveries/<id:event_id>/retry")
 @admin
-@hook_doc(
-    "Send an event to the webhook again, now, with a fresh retry schedule",
-    ok={202: ("The delivery is pending again.", None, [])},
-)
+@api(ok={202: ("The delivery is pending again.", None)})
 def retry_delivery(webhook_id, event_id):
+    """Send an event to the webhook again, now, with a fresh retry schedule"""
     webhooks.retry_delivery(get_store(), webhook_id, event_id)
     return Response(status=202)
 
