@@ -10,7 +10,17 @@ from ..web.jsonio import json_body, json_response
 from ..web.negotiation import wants_html
 from ..web.pages import content_security_policy, html_response, vendor_url
 from ..web.problems import with_headers
-from .openapi import CallerSchema, HealthSchema, TokenSchema, api, build_spec, release, takes
+from .openapi import (
+    QUERY,
+    CallerSchema,
+    HealthSchema,
+    TokenSchema,
+    api,
+    build_spec,
+    parser,
+    release,
+    takes,
+)
 
 bp = Blueprint("ops", __name__)
 tokens = Blueprint("tokens", __name__)
@@ -93,6 +103,8 @@ def issue_token():
 
 def read_login() -> None:
     """The login's body, read once before the limiter: its username keys the second limit."""
+    if request.query_string:  # its parameters are refused before its body (as every view's)
+        parser.parse(issue_token.query_names, location=QUERY)
     request.max_content_length = HANDSHAKE_MAX_BODY  # 413 beyond
     data = request.form.to_dict() if request.mimetype == FORM else json_body()
     g.login = schemas.load(schemas.token_request_schema, data)
