@@ -4,7 +4,7 @@ import hashlib
 import logging
 import re
 from collections import namedtuple
-from functools import partial
+from functools import lru_cache, partial
 
 from ariadne import graphql_sync, unwrap_graphql_error
 from flask import Blueprint, current_app, g, render_template, request
@@ -53,9 +53,9 @@ PERSISTED_NOT_FOUND = {
         {"message": "PersistedQueryNotFound", "extensions": {"code": "PERSISTED_QUERY_NOT_FOUND"}}
     ]
 }
-# A request read, parsed and priced: `operation` None when it did not parse (or is not known)
-# and `to_store` the hash of a persisted query sent with its text (stored once it proves valid)
-Prepared = namedtuple("Prepared", "data document operation cost to_store")
+# A request read, parsed and priced; `error` is the view's to answer, `to_store` the hash of a
+# persisted query sent with its text (stored once it proves valid)
+Prepared = namedtuple("Prepared", "data document operation cost charge error to_store")
 
 
 def response_type() -> str:
@@ -127,69 +127,75 @@ def read_request() -> dict:
 
 
 def prepared() -> Prepared:
-    """This request read, parsed and priced, once: the rate limit asks first (once a window),
-    the view next; an error is kept and raised again, never worked out twice."""
-    state = g._get_current_object()
-    if "graphql" not in state:
-        try:
-            state.graphql = _prepare()
-        except Exception as error:
-            state.graphql = error
-    if isinstance(state.graphql, Exception):
-        raise state.graphql
-    return state.graphql
+    """This request read, parsed and priced once (kept in `g`); an error is kept, not raised."""
+    if "graphql" not in g:
+        g.graphql = _prepare()
+    return g.graphql
 
 
 def _prepare() -> Prepared:
-    data = read_request()
-    digest = to_store = persisted_digest(data)
-    if data.get("query") is None:  # a persisted query's hash alone
-        data["query"], to_store = get_store().get_persisted(digest), None
-        if data["query"] is None:  # not known here: 1, as any request
-            return Prepared(data, None, None, 1, None)
-    meter.check_variables(data.get("variables"))
-    text, name, variables = data["query"], data.get("operationName"), data.get("variables")
+    data, window, size = (
+        None,
+        meter.CEILING,
+        meter.kib(request.content_length or len(request.query_string)),
+    )
     try:
+        window, limit = ratelimit.budget()
+        data = read_request()
+        to_store = persisted_digest(data)
+        if data.get("query") is None:  # the hash alone: a lookup that only reads
+            data["query"], to_store = get_store().get_persisted(to_store), None
+            if data["query"] is None:
+                return Prepared(data, None, None, 1, max(1, size), None, None)
+        text, variables = data["query"], data.get("variables")
+        meter.check_variables(variables)
+        length = len(text.encode("utf-8", "surrogatepass"))
+        size = meter.kib(length) + (meter.kib(len(dump_json(variables))) if variables else 0)
+
+        def beyond_window(why: str) -> QueryTooComplex:
+            return QueryTooComplex(
+                f"The query {why}, more than the {window} your rate limit ({limit}) allows in a "
+                "whole window, so it can never run. Ask for fewer (smaller limits), split the "
+                "query, or use a key with a larger limit."
+            )
+
+        by_size = f"is charged {size} for its size (a unit per KiB of document and variables)"
+        if size > window:
+            raise beyond_window(by_size)
+        if length > meter.MAX_QUERY_BYTES:
+            raise QueryTooComplex(f"The query is longer than {meter.MAX_QUERY_BYTES // 1024} KiB.")
         document = meter.parse_document(text)
-    except GraphQLError:  # a syntax error: graphql_sync's parser answers it
-        return Prepared(data, None, None, 1, None)
-    operation = get_operation_ast(document, name)
-    if reads_url() and operation is not None and operation.operation != OperationType.QUERY:
-        raise with_headers(MethodNotAllowed("Mutations must be sent with POST."), {"Allow": "POST"})
-    # without variables the price is a function of the text: a short text's is kept with it
-    short = len(text) <= meter.CACHED_TEXT_BYTES and not variables
-    cost, why = meter.priced(text, name) if short else meter.price(document, name, variables)
-    most, (window, limit) = current_app.config["GRAPHQL_MAX_COST"], ratelimit.budget()
-    if cost > most:
-        raise QueryTooComplex(
-            f"The query {why}; the limit is {most}. "
-            "Ask for fewer (smaller limits) or split the query."
-        )
-    if cost > window:
-        raise QueryTooComplex(
-            f"The query {why}, more than the {window} your rate limit ({limit}) allows in a "
-            "whole window, so it can never run. Ask for fewer (smaller limits), split the "
-            "query, or use a key with a larger limit."
-        )
-    return Prepared(data, document, operation, cost, to_store)
+        operation = get_operation_ast(document, data.get("operationName"))
+        if reads_url() and operation is not None and operation.operation != OperationType.QUERY:
+            raise with_headers(
+                MethodNotAllowed("Mutations must be sent with POST."), {"Allow": "POST"}
+            )
+        config = current_app.config
+        limits = config["GRAPHQL_MAX_DEPTH"], config["GRAPHQL_MAX_ALIASES"]
+        cost, why, problem = meter.price(document, operation, variables, *limits)
+        if cost > config["GRAPHQL_MAX_COST"]:
+            raise QueryTooComplex(
+                f"The query {why}; the limit is {config['GRAPHQL_MAX_COST']}. "
+                "Ask for fewer (smaller limits) or split the query."
+            )
+        if max(cost, size) > window:
+            raise beyond_window(why if cost >= size else by_size)
+        error = None if problem is None else QueryTooComplex(problem)  # priced, then refused
+        return Prepared(data, document, operation, cost, max(cost, size), error, to_store)
+    except Exception as error:  # the view answers it; the request pays for its size
+        # unless it could never be paid (refused unparsed): a 429 would be retried forever
+        return Prepared(data, None, None, 1, max(1, size) if size <= window else 1, error, None)
 
 
 def rate_limit_cost() -> int:
-    """What the rate limit charges this request (the web layer asks, once authenticated);
-    raises QueryTooComplex (and the request's other errors) rather than pricing them."""
-    if asks_for_explorer():
-        return 1
-    response_type()
-    authenticate()
-    return prepared().cost
+    """What the rate limit charges (SPEC §11a, §12b); it never raises and never writes."""
+    return 1 if asks_for_explorer() else prepared().charge
 
 
-@meter.by_text
-def validated(text: str, rules: tuple, hide_suggestions: bool) -> list:
-    """graphql-core's validation errors of a text (the limits rule raises instead)."""
+def _validate(document, rules: tuple, hide_suggestions: bool) -> list:
     errors = validate(
         executable_schema(),
-        meter.parse_document(text),
+        document,
         rules,
         max_errors=VALIDATION_ERRORS,
         hide_suggestions=hide_suggestions,
@@ -199,32 +205,39 @@ def validated(text: str, rules: tuple, hide_suggestions: bool) -> list:
     return errors
 
 
-def execute(caller, data: dict, document, op) -> tuple[dict, bool]:
+@lru_cache(maxsize=128)
+def _validated(text: str, rules: tuple, hide_suggestions: bool) -> list:
+    return _validate(meter.parse_document(text), rules, hide_suggestions)
+
+
+def validated(text: str, document, rules: tuple, hide_suggestions: bool) -> list:
+    """graphql-core's validation errors, kept for short texts."""
+    if len(text) <= meter.CACHED_TEXT_BYTES:
+        return _validated(text, rules, hide_suggestions)
+    return _validate(document, rules, hide_suggestions)
+
+
+def execute(caller, data: dict, document, operation) -> tuple[dict, bool]:
     """Run the request through ariadne; the answer and whether it is a request error."""
-    config = current_app.config
-    introspection = config["INTROSPECTION"]
-    ok, result = graphql_sync(
+    introspection = current_app.config["INTROSPECTION"]
+    _, result = graphql_sync(
         executable_schema(),
         data,
         context_value=Context(get_store(), caller, Batches()),
-        # the document prepared() parsed (a syntax error's none: the parser answers it)
-        query_parser=lambda _context, data: document or meter.parse_document(data["query"]),
-        query_validator=lambda _schema, _document, rules, **_: validated(
-            data["query"], tuple(rules), not introspection
+        query_document=document,
+        query_validator=lambda _schema, document, rules, **_: validated(
+            data["query"], document, tuple(rules), not introspection
         ),
-        validation_rules=[
-            meter.limits_rule(config["GRAPHQL_MAX_DEPTH"], config["GRAPHQL_MAX_ALIASES"])
-        ],
         introspection=introspection,
         # an error of no field when the operation was found: its variables did not coerce
         error_formatter=partial(
-            format_error, request_code=f"BAD_{'USER_INPUT' if op else 'REQUEST'}"
+            format_error, request_code=f"BAD_{'USER_INPUT' if operation else 'REQUEST'}"
         ),
         logger=QUIET,
         max_coercion_errors=COERCION_ERRORS,
         hide_suggestions=not introspection,
     )
-    # a request error (parse, validation, variables, no such operation): errors, no data
+    # a request error (validation, variables, no such operation): errors, no data
     request_error = result.get("data") is None and all(
         "path" not in error for error in result.get("errors", ())
     )
@@ -342,7 +355,12 @@ def graphql_endpoint():
         raise BadRequest("Send a query: GET /graphql?query={...} or POST a JSON body.")
     media = response_type()
     caller = authenticate()
-    data, document, operation, cost, to_store = prepared()
+    data, document, operation, cost, _, error, to_store = prepared()
+    if isinstance(error, GraphQLError):  # a syntax error
+        status = 400 if media == GRAPHQL_RESPONSE else 200
+        return graphql_response({"errors": [format_error(error)]}, status, media)
+    if error is not None:
+        raise error
     if data["query"] is None:
         # HTTP 200: Apollo's clients answer it by sending the query with its hash
         return graphql_response(PERSISTED_NOT_FOUND, 200, media)
