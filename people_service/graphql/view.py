@@ -4,7 +4,7 @@ import hashlib
 import logging
 import re
 from collections import namedtuple
-from functools import lru_cache, partial
+from functools import partial
 
 from ariadne import graphql_sync, unwrap_graphql_error
 from flask import Blueprint, current_app, g, render_template, request
@@ -39,31 +39,22 @@ QUIET.setLevel(logging.CRITICAL + 1)
 
 GRAPHQL_RESPONSE = "application/graphql-response+json"
 JSON = "application/json"
-# Errors reported when variables do not coerce or a document does not validate: graphql-core's
-# messages can print whole inputs.
+# graphql-core's messages about variables and validation can print whole inputs
 COERCION_ERRORS = VALIDATION_ERRORS = 10
-# Automatic persisted queries (Apollo's protocol): documents kept in all, per caller, the
-# largest kept
-PERSISTED_KEEP = 1000
-PERSISTED_KEEP_PER_CALLER = 100
-PERSISTED_MAX_BYTES = 32 * 1024
+# Apollo's automatic persisted queries: documents kept in all, per caller, the largest kept
+PERSISTED_KEEP, PERSISTED_KEEP_PER_CALLER, PERSISTED_MAX_BYTES = 1000, 100, 32 * 1024
 SHA256 = re.compile(r"[0-9a-f]{64}")
-PERSISTED_NOT_FOUND = {
-    "errors": [
-        {"message": "PersistedQueryNotFound", "extensions": {"code": "PERSISTED_QUERY_NOT_FOUND"}}
-    ]
+NOT_FOUND = {
+    "message": "PersistedQueryNotFound",
+    "extensions": {"code": "PERSISTED_QUERY_NOT_FOUND"},
 }
 # A request read, parsed and priced; `error` is the view's to answer, `to_store` the hash of a
 # persisted query sent with its text (stored once it proves valid)
 Prepared = namedtuple("Prepared", "data document operation cost charge error to_store")
 
 
-def response_type() -> str:
-    """The answer's media type from Accept (`*/*` or none: JSON); 406 if neither JSON type."""
-    media = negotiate((JSON, GRAPHQL_RESPONSE))
-    if media is None:
-        raise NotAcceptable(f"This endpoint answers {JSON} or {GRAPHQL_RESPONSE}.")
-    return media
+def utf8(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass")
 
 
 def reads_url() -> bool:
@@ -88,8 +79,7 @@ def persisted_digest(data: dict) -> str | None:
     if not isinstance(digest, str) or not SHA256.fullmatch(digest):
         raise BadRequest("'sha256Hash' must be a SHA-256 in 64 lowercase hex digits.")
     query = data.get("query")  # None, or a string (read_request)
-    encoded = None if query is None else query.encode("utf-8", "surrogatepass")
-    if encoded is not None and hashlib.sha256(encoded).hexdigest() != digest:
+    if query is not None and hashlib.sha256(utf8(query)).hexdigest() != digest:
         raise BadRequest("'sha256Hash' is not the SHA-256 of the query.")
     return digest
 
@@ -134,11 +124,8 @@ def prepared() -> Prepared:
 
 
 def _prepare() -> Prepared:
-    data, window, size = (
-        None,
-        meter.CEILING,
-        meter.kib(request.content_length or len(request.query_string)),
-    )
+    data, window = None, meter.CEILING
+    size = meter.kib(request.content_length or len(request.query_string))
     try:
         window, limit = ratelimit.budget()
         data = read_request()
@@ -149,7 +136,7 @@ def _prepare() -> Prepared:
                 return Prepared(data, None, None, 1, max(1, size), None, None)
         text, variables = data["query"], data.get("variables")
         meter.check_variables(variables)
-        length = len(text.encode("utf-8", "surrogatepass"))
+        length = len(utf8(text))
         size = meter.kib(length) + (meter.kib(len(dump_json(variables))) if variables else 0)
 
         def beyond_window(why: str) -> QueryTooComplex:
@@ -192,10 +179,12 @@ def rate_limit_cost() -> int:
     return 1 if asks_for_explorer() else prepared().charge
 
 
-def _validate(document, rules: tuple, hide_suggestions: bool) -> list:
+@meter.by_text
+def validated(text: str, rules: tuple, hide_suggestions: bool) -> list:
+    """graphql-core's validation errors of this request's document (the same for its text)."""
     errors = validate(
         executable_schema(),
-        document,
+        g.graphql.document,
         rules,
         max_errors=VALIDATION_ERRORS,
         hide_suggestions=hide_suggestions,
@@ -203,18 +192,6 @@ def _validate(document, rules: tuple, hide_suggestions: bool) -> list:
     for error in errors:  # an aborted validation's last one too
         error.extensions = {"code": "GRAPHQL_VALIDATION_FAILED", **(error.extensions or {})}
     return errors
-
-
-@lru_cache(maxsize=128)
-def _validated(text: str, rules: tuple, hide_suggestions: bool) -> list:
-    return _validate(meter.parse_document(text), rules, hide_suggestions)
-
-
-def validated(text: str, document, rules: tuple, hide_suggestions: bool) -> list:
-    """graphql-core's validation errors, kept for short texts."""
-    if len(text) <= meter.CACHED_TEXT_BYTES:
-        return _validated(text, rules, hide_suggestions)
-    return _validate(document, rules, hide_suggestions)
 
 
 def execute(caller, data: dict, document, operation) -> tuple[dict, bool]:
@@ -225,8 +202,8 @@ def execute(caller, data: dict, document, operation) -> tuple[dict, bool]:
         data,
         context_value=Context(get_store(), caller, Batches()),
         query_document=document,
-        query_validator=lambda _schema, document, rules, **_: validated(
-            data["query"], document, tuple(rules), not introspection
+        query_validator=lambda _schema, _document, rules, **_: validated(
+            data["query"], tuple(rules), not introspection
         ),
         introspection=introspection,
         # an error of no field when the operation was found: its variables did not coerce
@@ -353,7 +330,9 @@ def graphql_endpoint():
         if browser and current_app.config["EXPLORER"] != "none":
             return explorer_response()
         raise BadRequest("Send a query: GET /graphql?query={...} or POST a JSON body.")
-    media = response_type()
+    media = negotiate((JSON, GRAPHQL_RESPONSE))
+    if media is None:
+        raise NotAcceptable(f"This endpoint answers {JSON} or {GRAPHQL_RESPONSE}.")
     caller = authenticate()
     data, document, operation, cost, _, error, to_store = prepared()
     if isinstance(error, GraphQLError):  # a syntax error
@@ -363,13 +342,14 @@ def graphql_endpoint():
         raise error
     if data["query"] is None:
         # HTTP 200: Apollo's clients answer it by sending the query with its hash
-        return graphql_response(PERSISTED_NOT_FOUND, 200, media)
+        return graphql_response({"errors": [NOT_FOUND]}, 200, media)
     result, request_error = execute(caller, data, document, operation)
     if not request_error:
         name = operation.name.value if operation.name else None
         g.graphql_operation = (name, operation.operation.value, cost)  # for web.metrics
-        size = len(data["query"].encode("utf-8", "surrogatepass"))
-        if to_store and size <= PERSISTED_MAX_BYTES:  # valid: Apollo's clients will send the hash
+        if (
+            to_store and len(utf8(data["query"])) <= PERSISTED_MAX_BYTES
+        ):  # valid: Apollo's clients will send the hash
             keep = (PERSISTED_KEEP, PERSISTED_KEEP_PER_CALLER)
             get_store().put_persisted(to_store, data["query"], caller.key, *keep)
     status = 400 if request_error and media == GRAPHQL_RESPONSE else 200
@@ -383,7 +363,6 @@ def graphql_endpoint():
     return response
 
 
-# the rate limit charges it the query's cost, once the caller and the document are known
 graphql_endpoint.rate_limit_cost = rate_limit_cost
 
 
