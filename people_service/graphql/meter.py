@@ -179,12 +179,8 @@ def price(document, operation, variables, max_depth: int, max_aliases: int) -> t
                 count = limit_of(parent, definition, node)
             objects = max(int(at_root), min(count * (1 + inner[0]), CEILING))
         depth = 1 + (0 if name.startswith("__") else inner[1])  # introspection adds no depth
-        return (
-            objects,
-            depth,
-            (node.alias is not None) + inner[2],
-            {(node.alias or node.name).value: 1},
-        )
+        aliases = (node.alias is not None) + inner[2]
+        return objects, depth, aliases, {(node.alias or node.name).value: 1}
 
     objects = 1
     for node in document.definitions:

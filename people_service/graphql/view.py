@@ -4,7 +4,7 @@ import hashlib
 import logging
 import re
 from collections import namedtuple
-from functools import partial
+from functools import lru_cache, partial
 
 from ariadne import graphql_sync, unwrap_graphql_error
 from flask import Blueprint, current_app, g, render_template, request
@@ -22,7 +22,7 @@ from ..errors import (
     UnsupportedMediaType,
 )
 from ..schemas import sentence
-from ..web import get_store, ratelimit, services
+from ..web import get_store, ratelimit
 from ..web.caller import authenticate
 from ..web.jsonio import dump_json, json_body, parse_json
 from ..web.negotiation import HTML, negotiate
@@ -295,27 +295,23 @@ def _assets(explorer: str, url) -> dict:
     }
 
 
-def _relative(url: str) -> str:
-    """A URL relative to the page: the page, cached for all, holds no request's mount prefix."""
-    return url if "//" in url else url.removeprefix(request.script_root).lstrip("/")  # //: a CDN
+@lru_cache(maxsize=8)
+def explorer_page(explorer: str, cdn: str) -> str:
+    """The explorer page; its URLs are page-relative, so one rendering serves every prefix."""
+    return render_template(
+        f"{explorer}.html",
+        **_assets(explorer, lambda package, path: vendor_url(package, path, cdn)),
+        title="people-service",
+        explorer_css=asset_url("pages/explorer.css"),
+        init=asset_url(f"pages/{explorer}.js"),
+    )
 
 
 def explorer_response():
-    """The explorer page the config names (rendered once per app)."""
-    explorer, cdn = current_app.config["EXPLORER"], current_app.config["EXPLORER_CDN"]
-    ext = services()
-    if ext.explorer is None:  # the page holds no prefix and depends only on the config
-        page = _assets(explorer, lambda package, path: _relative(vendor_url(package, path, cdn)))
-        ext.explorer = render_template(
-            f"{explorer}.html",
-            **page,
-            title="people-service",
-            explorer_css=_relative(asset_url("pages/explorer.css")),
-            init=_relative(asset_url(f"pages/{explorer}.js")),
-        )
+    cdn = current_app.config["EXPLORER_CDN"]
     # scripts from files only (this server or the CDN), styles also inline (React sets them)
     policy = content_security_policy(inline_styles=True, origin=source_of(cdn))
-    return html_response(ext.explorer, policy)
+    return html_response(explorer_page(current_app.config["EXPLORER"], cdn), policy)
 
 
 def graphql_response(body, status: int, media: str, headers=None) -> Response:
@@ -335,21 +331,19 @@ def graphql_endpoint():
         raise NotAcceptable(f"This endpoint answers {JSON} or {GRAPHQL_RESPONSE}.")
     caller = authenticate()
     data, document, operation, cost, _, error, to_store = prepared()
-    if isinstance(error, GraphQLError):  # a syntax error
-        status = 400 if media == GRAPHQL_RESPONSE else 200
-        return graphql_response({"errors": [format_error(error)]}, status, media)
-    if error is not None:
+    if error is not None and not isinstance(error, GraphQLError):
         raise error
-    if data["query"] is None:
-        # HTTP 200: Apollo's clients answer it by sending the query with its hash
+    if data["query"] is None:  # HTTP 200: Apollo's clients then send the query with its hash
         return graphql_response({"errors": [NOT_FOUND]}, 200, media)
-    result, request_error = execute(caller, data, document, operation)
+    if error is not None:  # a syntax error
+        result, request_error = {"errors": [format_error(error)]}, True
+    else:
+        result, request_error = execute(caller, data, document, operation)
     if not request_error:
         name = operation.name.value if operation.name else None
         g.graphql_operation = (name, operation.operation.value, cost)  # for web.metrics
-        if (
-            to_store and len(utf8(data["query"])) <= PERSISTED_MAX_BYTES
-        ):  # valid: Apollo's clients will send the hash
+        # valid: stored, and Apollo's clients will send the hash alone
+        if to_store and len(utf8(data["query"])) <= PERSISTED_MAX_BYTES:
             keep = (PERSISTED_KEEP, PERSISTED_KEEP_PER_CALLER)
             get_store().put_persisted(to_store, data["query"], caller.key, *keep)
     status = 400 if request_error and media == GRAPHQL_RESPONSE else 200
