@@ -1,6 +1,7 @@
 """The /graphql endpoint: GraphQL over HTTP around ariadne's graphql_sync, persisted queries."""
 
 import hashlib
+import json
 import logging
 import re
 from collections import namedtuple
@@ -137,7 +138,8 @@ def _prepare() -> Prepared:
         text, variables = data["query"], data.get("variables")
         meter.check_variables(variables)
         length = len(utf8(text))
-        size = meter.kib(length) + (meter.kib(len(dump_json(variables))) if variables else 0)
+        sent = json.dumps(variables, ensure_ascii=False, separators=(",", ":"), default=str)
+        size = meter.kib(length) + (meter.kib(len(utf8(sent))) if variables else 0)
 
         def beyond_window(why: str) -> QueryTooComplex:
             return QueryTooComplex(
