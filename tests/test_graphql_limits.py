@@ -215,8 +215,7 @@ def test_anonymous_requests_are_refused_before_the_document_is_read(client, monk
 
 
 def test_callers_over_their_limit_are_refused_before_the_document_runs(tmp_path, monkeypatch):
-    """flask-limiter prices a request before it refuses it: the document is parsed once
-    (linear, cached by text), never validated or run."""
+    """A request is priced before it is refused: parsed once, never validated or run."""
     from .conftest import close_app, make_app, new_key
 
     app = make_app(tmp_path, RATE_LIMIT="2/day")
@@ -239,7 +238,7 @@ def test_callers_over_their_limit_are_refused_before_the_document_runs(tmp_path,
 
 
 def test_a_query_refused_as_too_complex_costs_one(tmp_path):
-    """SPEC 11a: no separate window for refusals; measuring a refused query is charged 1."""
+    """SPEC 11a, 12b: no separate window for refusals; a refused query is charged its size."""
     from .conftest import close_app, make_app, new_key
 
     app = make_app(tmp_path, RATE_LIMIT="100/day")

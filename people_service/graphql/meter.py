@@ -93,8 +93,7 @@ def written(selection_sets, kinds=(FieldNode, FragmentSpreadNode)) -> int:
 
 
 def price(document, operation, variables, max_depth: int, max_aliases: int) -> tuple:
-    """The larger of the objects `operation` can return and the fields and spreads written (at
-    least 1), why, and the first limit that any operation or fragment is over (or None)."""
+    """The cost (objects `operation` returns or fields written), why, and a limit broken."""
     schema = executable_schema()
     roots = [kind for kind in (schema.query_type, schema.mutation_type) if kind]
     fragments = {
