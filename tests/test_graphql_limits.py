@@ -819,6 +819,15 @@ def test_repeated_fields_are_refused_before_the_pairwise_merge_check(client, hea
     assert error["message"] == "The query selects 'me' more than 10 times in one place."
 
 
+def test_an_unused_fragment_is_held_to_the_limits_too(client, headers):
+    """Validation reads every fragment, spread or not."""
+    query = "{ me { name } } fragment U on Query { " + "me { name } " * 499 + "}"
+    started = time.process_time()
+    response = client.post("/graphql", json={"query": query}, headers=headers)
+    assert time.process_time() - started < 0.5
+    assert [e["extensions"]["code"] for e in response.json["errors"]] == ["QUERY_TOO_COMPLEX"]
+
+
 @pytest.mark.parametrize(
     ("text", "code", "message"),
     [
