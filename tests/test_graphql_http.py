@@ -440,6 +440,18 @@ def test_persisted_queries_pass_every_limit_and_are_stored_only_when_valid(demo)
         assert unknown.json()["errors"][0]["extensions"]["code"] == "PERSISTED_QUERY_NOT_FOUND"
 
 
+def test_a_persisted_query_refused_with_429_is_not_stored(demo):
+    headers = fresh_key(demo, "1/day")
+    assert post_json(demo, headers, {"query": "{ __typename }"}).status_code == 200
+    query = "{ __typename } # " + uuid.uuid4().hex
+    extensions = apq(query)[1]
+    refused = post_json(demo, headers, {"query": query, "extensions": extensions})
+    assert refused.status_code == 429
+    assert "costs 1" in refused.json()["errors"][0]["message"]
+    unknown = get(demo, fresh_key(demo), extensions=extensions)
+    assert unknown.json()["errors"][0]["extensions"]["code"] == "PERSISTED_QUERY_NOT_FOUND"
+
+
 def test_persisted_queries_survive_a_restart_and_are_shared(tmp_path):
     from .conftest import ServerProcess, start_demo
 
@@ -467,20 +479,20 @@ def test_the_store_keeps_a_bounded_number_of_documents(store):
     assert kept == [None, None, "{ a2 }", "{ a3 }", "{ a4 }"]
 
 
-def test_the_store_keeps_a_bounded_number_of_documents_per_caller_least_used_out(store):
+def test_the_store_keeps_a_bounded_number_of_documents_per_caller_oldest_out(store):
     import time
 
     def digest(index):
-        time.sleep(0.002)  # the store's clock has milliseconds: one use after the other
+        time.sleep(0.002)  # the store's clock has milliseconds: one after the other
         return f"{index:064x}"
 
     store.put_persisted(digest(99), "{ other }", "someone", keep=10, per_owner=3)
     for index in range(3):
         store.put_persisted(digest(index), f"{{ a{index} }}", "k", keep=10, per_owner=3)
-    assert store.get_persisted(digest(0), fresh_for=0) == "{ a0 }"  # used again: 1 is least
+    assert store.get_persisted(digest(0)) == "{ a0 }"  # read: it stays the oldest
     store.put_persisted(digest(3), "{ a3 }", "k", keep=10, per_owner=3)
     kept = [store.get_persisted(digest(index)) for index in (0, 1, 2, 3, 99)]
-    assert kept == ["{ a0 }", None, "{ a2 }", "{ a3 }", "{ other }"]  # only k's own went
+    assert kept == [None, "{ a1 }", "{ a2 }", "{ a3 }", "{ other }"]  # only k's own went
 
 
 def test_a_stored_hash_is_not_written_again(store):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 
@@ -181,14 +182,15 @@ def test_messages_and_their_people_are_batched_too(gql, store, crowd, client, he
     assert statements <= 5
 
 
-def test_repeated_documents_are_parsed_and_validated_once(gql, crowd):
+def test_repeated_documents_are_parsed_and_validated_once(gql, crowd, monkeypatch):
+    parsed, validated = [], []
+    parse, validate = meter.parse, view.validate
+    monkeypatch.setattr(meter, "parse", lambda *a, **k: parsed.append(1) or parse(*a, **k))
+    monkeypatch.setattr(view, "validate", lambda *a, **k: validated.append(1) or validate(*a, **k))
     query = f'{{ person(id: "3") {{ name a{uuid.uuid4().hex}: age }} }}'  # a text not seen yet
-    parsed, validated = meter.parse_document.cache_info(), view.validated.cache_info()
     for _ in range(3):
         assert "errors" not in gql(query).json
-    assert meter.parse_document.cache_info().misses == parsed.misses + 1  # parsed once
-    assert view.validated.cache_info().misses == validated.misses + 1
-    assert view.validated.cache_info().hits == validated.hits + 2
+    assert (len(parsed), len(validated)) == (1, 1)
 
 
 # -- the limits hold against an attacker (issue 10) ------------------------------------------
@@ -213,8 +215,7 @@ def test_anonymous_requests_are_refused_before_the_document_is_read(client, monk
 
 
 def test_callers_over_their_limit_are_refused_before_the_document_runs(tmp_path, monkeypatch):
-    """flask-limiter prices a request before it refuses it: the document is parsed once
-    (linear, cached by text), never validated or run."""
+    """A request is priced before it is refused: parsed once, never validated or run."""
     from .conftest import close_app, make_app, new_key
 
     app = make_app(tmp_path, RATE_LIMIT="2/day")
@@ -237,7 +238,7 @@ def test_callers_over_their_limit_are_refused_before_the_document_runs(tmp_path,
 
 
 def test_a_query_refused_as_too_complex_costs_one(tmp_path):
-    """SPEC 11a: no separate window for refusals; measuring a refused query is charged 1."""
+    """SPEC 11a, 12b: no separate window for refusals; a refused query is charged its size."""
     from .conftest import close_app, make_app, new_key
 
     app = make_app(tmp_path, RATE_LIMIT="100/day")
@@ -257,9 +258,8 @@ def test_a_query_refused_as_too_complex_costs_one(tmp_path):
 def test_a_request_is_read_and_parsed_once_whatever_the_windows_and_the_outcome(
     tmp_path, monkeypatch, limit
 ):
-    """flask-limiter asks for the cost once a window (and again after the answer when a key
-    has several): the request is read, parsed and priced once all the same, refused or run.
-    Long texts (no cache) show it: each parse would be paid again."""
+    """The request is read, parsed and priced once, refused or run, whatever the windows. Long
+    texts (no cache) show it: each parse would be paid again."""
     from .conftest import close_app, make_app, new_key
 
     parses = []
@@ -279,8 +279,7 @@ def test_a_request_is_read_and_parsed_once_whatever_the_windows_and_the_outcome(
             assert [e["extensions"]["code"] for e in answer.json.get("errors", [])] == (
                 [code] if code else []
             )
-            # the run also validates its text: validation's cache holds short texts only
-            assert len(parses) == (1 if code else 2), text
+            assert len(parses) == 1, text  # validation too takes the parsed document
     finally:
         close_app(app)
 
@@ -627,6 +626,44 @@ def test_an_all_skipped_query_is_charged(demo):
     assert charged(response) == 5 + 1  # the nodes that could come back, had it run
 
 
+# -- SPEC 12b: GraphQL is charged by size as well ---------------------------------------------
+
+
+def test_a_document_is_charged_a_unit_per_started_kib(demo):
+    query = "{ me { name } }"
+    padded = "#" + "x" * (50_000 - len(query) - 2) + "\n" + query
+    assert len(padded.encode()) == 50_000
+    assert charged(post(demo, fresh_key(demo), padded)) >= 45
+    assert charged(post(demo, fresh_key(demo), query)) <= 2
+
+
+def test_variables_are_charged_a_unit_per_started_kib(demo):
+    variables = {"n": "x" * (30_000 - 8)}
+    assert len(json.dumps(variables, separators=(",", ":"))) == 30_000
+    query = "query ($n: String) { person(name: $n) { id } }"
+    assert charged(post(demo, fresh_key(demo), query, variables)) >= 28
+
+
+def test_a_bad_request_is_charged_its_size(demo):
+    response = demo.request(
+        "POST",
+        "/graphql",
+        data="[" * 20_000,
+        headers={**fresh_key(demo), "Content-Type": "application/json"},
+    )
+    assert response.status_code == 400
+    assert charged(response) >= 19
+
+
+def test_a_document_larger_than_the_window_is_too_complex_and_costs_one(demo):
+    headers = fresh_key(demo, "20/hour")
+    refused = post(demo, headers, "#" + "x" * 30_000 + "\n{ me { name } }")
+    [error] = refused.json()["errors"]
+    assert error["extensions"]["code"] == "QUERY_TOO_COMPLEX"
+    assert "20/hour" in error["message"]
+    assert charged(post(demo, headers, "{ __typename }"), 20) == 2
+
+
 def spread_fragments(count: int) -> str:
     spreads = " ".join(f"...F{i}" for i in range(count))
     fragments = " ".join(f"fragment F{i} on Query {{ __typename }}" for i in range(count))
@@ -643,8 +680,9 @@ def test_215_fragment_spreads_cost_at_least_215_and_are_refused_quickly(demo):
     refused = post(demo, headers, query)
     assert refused.json()["errors"][0]["extensions"]["code"] == "QUERY_TOO_COMPLEX"
     assert "300/hour" in refused.json()["errors"][0]["message"]
-    # the refusal cost 1 (SPEC 11a: every request at least 1), not its estimate
-    assert charged(post(demo, headers, "{ __typename }"), 300) == 2
+    # the refusal cost its size (SPEC 12b: a unit per KiB), not its estimate
+    size = -(-len(query) // 1024)
+    assert size > 1 and charged(post(demo, headers, "{ __typename }"), 300) == size + 1
 
 
 def test_a_900_field_document_under_the_cost_limit_runs(demo):
@@ -688,8 +726,8 @@ def addresses(count: int) -> list[dict]:
     return [{"street": "s" * 8, "city": "c" * 8, "country": "x" * 8}] * count
 
 
-def test_huge_variables_are_refused_quickly_and_cost_one(demo):
-    """960 KB of [AddressInput] took ~1.7 s of CPU to coerce, twice, charged as 1."""
+def test_huge_variables_are_refused_quickly_and_charged_their_size(demo):
+    """960 KB of [AddressInput] took ~1.7 s of CPU to coerce, twice."""
     headers = fresh_key(demo)
     variables = {"a": addresses(14_000)}  # 940 KB, under the body limit
     started = time.monotonic()
@@ -700,7 +738,7 @@ def test_huge_variables_are_refused_quickly_and_cost_one(demo):
     assert error["extensions"]["code"] == "QUERY_TOO_COMPLEX"
     assert "variables" in error["message"]
     assert "data" not in response.json()
-    assert charged(response) == 1  # SPEC 11a: every GraphQL request costs at least 1
+    assert charged(response) >= 900  # SPEC 12b: a unit per KiB of variables
     assert elapsed < 1.5  # generous: reading the body is most of it; coercing took seconds
 
 
@@ -779,6 +817,15 @@ def test_repeated_fields_are_refused_before_the_pairwise_merge_check(client, hea
     [error] = response.json["errors"]
     assert error["extensions"]["code"] == "QUERY_TOO_COMPLEX"
     assert error["message"] == "The query selects 'me' more than 10 times in one place."
+
+
+def test_an_unused_fragment_is_held_to_the_limits_too(client, headers):
+    """Validation reads every fragment, spread or not."""
+    query = "{ me { name } } fragment U on Query { " + "me { name } " * 499 + "}"
+    started = time.process_time()
+    response = client.post("/graphql", json={"query": query}, headers=headers)
+    assert time.process_time() - started < 0.5
+    assert [e["extensions"]["code"] for e in response.json["errors"]] == ["QUERY_TOO_COMPLEX"]
 
 
 @pytest.mark.parametrize(

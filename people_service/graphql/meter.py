@@ -1,7 +1,6 @@
-"""A GraphQL document: parsed once per text, what it costs (SPEC §11a) and its limits as a
-validation rule, each in time linear in its size (fragments measured once)."""
+"""A GraphQL document's limits and cost (SPEC §11a), in one walk linear in its size."""
 
-from functools import cache, lru_cache, wraps
+from functools import lru_cache
 
 from graphql import (
     FieldNode,
@@ -11,12 +10,10 @@ from graphql import (
     InlineFragmentNode,
     NameNode,
     OperationDefinitionNode,
-    ValidationRule,
     VariableNode,
     get_argument_values,
     get_named_type,
     get_nullable_type,
-    get_operation_ast,
     is_list_type,
     parse,
     value_from_ast_untyped,
@@ -28,46 +25,35 @@ from .resolvers import executable_schema
 
 MAX_QUERY_BYTES = 100 * 1024
 MAX_TOKENS = 2000
-# Selection sets and fragment spreads nested in one another: the walks recurse once per level,
-# and fragments can nest without the parser's limit.
-MAX_NESTING = 100
-# Values (at any depth) in one request's variables, counted before they are coerced.
-MAX_VARIABLE_VALUES = 1000
-# Texts up to this size are kept parsed, priced and validated: 512 texts of 100 KiB each
-# would let one key grow a process by 100 MiB.
+MAX_NESTING = 100  # selection sets and spreads inside one another: the walk recurses per level
+MAX_VARIABLE_VALUES = 1000  # counted before graphql-core coerces them
+MAX_SAME_NAME = 10  # graphql-core compares the fields of one response name pairwise
+# Longer texts are parsed anew each time, so that distinct large texts cannot grow the process.
 CACHED_TEXT_BYTES = 8 * 1024
-# Counts saturate here: a refusal needs no exact figure beyond it, and numbers stay small.
-CEILING = 10**9
-# A response name given more often than this in one selection set (fragments included) is
-# refused: graphql-core checks such fields pairwise before it merges them.
-MAX_SAME_NAME = 10
-# the `limit` each list field accepts: outside it the field fails, and nothing below it counts
-LIST_LIMITS = {
+CEILING = 10**9  # counts saturate: a refusal needs no exact figure beyond it
+LIST_LIMITS = {  # a `limit` outside its range fails the field, and nothing below it counts
     ("Query", "people"): schemas.PEOPLE_LIMITS,
     ("Person", "friends"): schemas.LIST_FIELD_LIMITS,
     ("Person", "messages"): schemas.LIST_FIELD_LIMITS,
 }
 BARE_LIMIT = FieldNode(name=NameNode(value="limit"), arguments=())  # for the schema's default
+EMPTY = (0, 0, 0, {})  # objects, depth, aliases, count of each response name
+
+
+def kib(size: int) -> int:
+    """Started KiB in `size` bytes."""
+    return -(-size // 1024)
 
 
 def by_text(function):
-    """`function(text, ...)`, its results kept for short texts (a bounded LRU cache)."""
-    # 128: a short text of 2,000 tokens parses to ~0.6 MB kept with its tokens (512 such: 300 MB)
+    """`function(text, ...)`, its results kept for short texts (128 at most)."""
     cached = lru_cache(maxsize=128)(function)
-
-    @wraps(function)
-    def call(text: str, *args):
-        return (cached if len(text) <= CACHED_TEXT_BYTES else function)(text, *args)
-
-    call.cache_info = cached.cache_info
-    return call
+    return lambda text, *args: (cached if len(text) <= CACHED_TEXT_BYTES else function)(text, *args)
 
 
 @by_text
 def parse_document(text: str):
-    """The parsed document; raises QueryTooComplex over a limit, GraphQLSyntaxError otherwise."""
-    if len(text.encode("utf-8", "surrogatepass")) > MAX_QUERY_BYTES:
-        raise QueryTooComplex(f"The query is longer than {MAX_QUERY_BYTES // 1024} KiB.")
+    """The document; QueryTooComplex over a parser's limit, GraphQLSyntaxError otherwise."""
     try:
         return parse(text, max_lexical_tokens=MAX_TOKENS, max_comments=MAX_TOKENS)
     except GraphQLSyntaxError as error:
@@ -78,7 +64,7 @@ def parse_document(text: str):
 
 
 def check_variables(variables) -> None:
-    """Raises QueryTooComplex when `variables` (JSON) hold more than MAX_VARIABLE_VALUES values."""
+    """QueryTooComplex when `variables` (JSON) hold more than MAX_VARIABLE_VALUES values."""
     count, pending = 0, [variables] if variables else []
     while pending:
         value = pending.pop()
@@ -91,37 +77,12 @@ def check_variables(variables) -> None:
             pending.extend(value.values() if isinstance(value, dict) else value)
 
 
-def check_nesting(nesting: int) -> None:
-    if nesting > MAX_NESTING:
-        raise QueryTooComplex("The query is nested too deeply.")
-
-
 def figure(value: int) -> str:
     return str(value) if value < CEILING else f"more than {CEILING - 1}"
 
 
-def by_fragment(document, measure, empty):
-    """`fragment(name, nesting)`: `measure(definition, nesting + 1)` once per name; `empty`
-    for an unknown name or a cycle (graphql-core's validation reports both)."""
-    definitions = {
-        node.name.value: node
-        for node in document.definitions
-        if isinstance(node, FragmentDefinitionNode)
-    }
-    memo: dict = {}
-
-    def fragment(name: str, nesting: int):
-        if name not in memo:
-            memo[name] = empty
-            if name in definitions:
-                memo[name] = measure(definitions[name], nesting + 1)
-        return memo[name]
-
-    return fragment
-
-
 def written(selection_sets, kinds=(FieldNode, FragmentSpreadNode)) -> int:
-    """The fields and fragment spreads written in these selection sets (not following spreads)."""
+    """The fields and fragment spreads written in these selection sets (spreads not followed)."""
     count, pending = 0, [s for s in selection_sets if s is not None]
     while pending:
         for node in pending.pop().selections:
@@ -131,24 +92,28 @@ def written(selection_sets, kinds=(FieldNode, FragmentSpreadNode)) -> int:
     return count
 
 
-def returned(document, operation, variables) -> int:
-    """The nodes `operation` can return: lists multiply by their `limit` (argument, variable or
-    default); below __schema and __type each field written counts once. Directives are ignored."""
+def price(document, operation, variables, max_depth: int, max_aliases: int) -> tuple:
+    """The cost (objects `operation` returns or fields written), why, and a limit broken."""
     schema = executable_schema()
-    root = schema.get_root_type(operation.operation)
-    variables = {
-        **{
-            definition.variable.name.value: value_from_ast_untyped(definition.default_value)
-            for definition in operation.variable_definitions or ()
-            if definition.default_value is not None
-        },
-        **(variables or {}),
+    roots = [kind for kind in (schema.query_type, schema.mutation_type) if kind]
+    fragments = {
+        node.name.value: node
+        for node in document.definitions
+        if isinstance(node, FragmentDefinitionNode)
     }
+    memo: dict = {}  # a fragment is measured once, however often it is spread
+    problems = []
+    defaults = {
+        definition.variable.name.value: value_from_ast_untyped(definition.default_value)
+        for definition in getattr(operation, "variable_definitions", None) or ()
+        if definition.default_value is not None
+    }
+    values = {**defaults, **(variables or {})}
 
     def limit_of(parent, definition, node) -> int:
         value = next((a.value for a in node.arguments or () if a.name.value == "limit"), None)
         if isinstance(value, VariableNode):
-            value = variables.get(value.name.value)
+            value = values.get(value.name.value)
         elif value is not None:
             value = value_from_ast_untyped(value)
         if value is None:  # omitted or null: the schema's default (the resolvers' too)
@@ -158,120 +123,80 @@ def returned(document, operation, variables) -> int:
         if isinstance(value, bool) or not isinstance(value, int):
             return 1  # a limit of the wrong type fails the request; a list is at least one
         low, high = LIST_LIMITS.get((parent.name, node.name.value), (0, CEILING))
-        return value if low <= value <= high else 0  # out of range: the field fails
+        return value if low <= value <= high else 0
 
-    def selection(selection_set, parent, nesting: int) -> int:
-        check_nesting(nesting)
-        total = 0
-        for node in selection_set.selections:
-            if isinstance(node, FieldNode):
-                total += field(node, parent, nesting)
-            elif isinstance(node, InlineFragmentNode):
-                total += typed(node, parent, nesting + 1)
-            else:
-                total += fragment(node.name.value, nesting)
-            if total >= CEILING:
-                return CEILING
-        return total
+    def spread(name: str, nesting: int) -> tuple:
+        if name not in memo:
+            memo[name] = EMPTY  # an unknown name or a cycle: validation reports both
+            if name in fragments:
+                memo[name] = typed(fragments[name], None, nesting + 1)
+        return memo[name]
 
-    def typed(node, parent, nesting: int) -> int:  # a fragment, under its type condition
+    def typed(node, parent, nesting: int) -> tuple:
         kind = schema.get_type(node.type_condition.name.value) if node.type_condition else parent
-        return selection(node.selection_set, kind, nesting) if kind else 0
+        return selection(node.selection_set, kind, nesting)
 
-    fragment = by_fragment(document, lambda node, nesting: typed(node, None, nesting), 0)
-
-    def field(node, parent, nesting: int) -> int:
-        name = node.name.value
-        at_root = parent is root and name != "__typename"
-        if at_root and name in ("__schema", "__type"):
-            return 1 + written([node.selection_set], FieldNode)
-        definition = getattr(parent, "fields", {}).get(name)
-        if node.selection_set is None or definition is None:
-            return int(at_root)  # a leaf: a root field counts 1 all the same
-        inner = selection(node.selection_set, get_named_type(definition.type), nesting + 1)
-        count = 1
-        if is_list_type(get_nullable_type(definition.type)):
-            count = limit_of(parent, definition, node)
-        return max(int(at_root), min(count * (1 + inner), CEILING))
-
-    return max(1, selection(operation.selection_set, root, 0)) if root else 1
-
-
-def price(document, operation_name: str | None, variables=None) -> tuple[int, str]:
-    """What a request pays, the larger of the nodes it can return and the fields and spreads it
-    writes (a fragment's once), at least 1; and a phrase saying why."""
-    operation = get_operation_ast(document, operation_name)
-    nodes = returned(document, operation, variables) if operation else 1
-    fields = written([getattr(node, "selection_set", None) for node in document.definitions])
-    if nodes >= fields:
-        return max(1, nodes), f"could return {figure(nodes)} objects"
-    return fields, f"writes {fields} fields and fragment spreads"
-
-
-@by_text
-def priced(text: str, operation_name: str | None) -> tuple[int, str]:
-    """The price of a text without variables."""
-    return price(parse_document(text), operation_name)
-
-
-def check_limits(document, max_depth: int, max_aliases: int) -> None:
-    """Raises QueryTooComplex if an operation is too deep (introspection's levels count 0), has
-    too many aliases (a fragment's each time it is spread) or one response name too often."""
-    empty = (0, 0, {})
-
-    def shape(selection_set, nesting: int) -> tuple[int, int, dict]:
-        """Depth, aliases and the count of each response name of a selection set."""
-        check_nesting(nesting)
-        depth, aliases, names, spread = 0, 0, {}, set()
+    def selection(selection_set, parent, nesting: int) -> tuple:
+        if nesting > MAX_NESTING:
+            raise QueryTooComplex("The query is nested too deeply.")
+        objects, depth, aliases, names, spread_here = 0, 0, 0, {}, set()
         for node in selection_set.selections:
             if isinstance(node, FieldNode):
-                inner = shape(node.selection_set, nesting + 1) if node.selection_set else empty
-                below = 0 if node.name.value.startswith("__") else inner[0]
-                found = (
-                    1 + below,
-                    (node.alias is not None) + inner[1],
-                    {(node.alias or node.name).value: 1},
-                )
+                found = field(node, parent, nesting)
             elif isinstance(node, InlineFragmentNode):
-                found = shape(node.selection_set, nesting + 1)
+                found = typed(node, parent, nesting + 1)
             else:
-                found = fragment(node.name.value, nesting)
-                if node.name.value in spread:  # graphql-core merges a repeated spread once
-                    found = (*found[:2], {})
-                spread.add(node.name.value)
-            depth, aliases = max(depth, found[0]), min(aliases + found[1], CEILING)
-            for name, count in found[2].items():
+                found = spread(node.name.value, nesting)
+                if node.name.value in spread_here:  # graphql-core merges a repeated spread once
+                    found = (*found[:3], {})
+                spread_here.add(node.name.value)
+            objects = min(objects + found[0], CEILING)
+            depth, aliases = max(depth, found[1]), min(aliases + found[2], CEILING)
+            for name, count in found[3].items():
                 names[name] = names.get(name, 0) + count
-                if names[name] > MAX_SAME_NAME:
-                    raise QueryTooComplex(
+                if names[name] == MAX_SAME_NAME + 1:
+                    problems.append(
                         f"The query selects '{name}' more than {MAX_SAME_NAME} times in one place."
                     )
-        return depth, aliases, names
+        return objects, depth, aliases, names
 
-    fragment = by_fragment(
-        document, lambda node, nesting: shape(node.selection_set, nesting), empty
-    )
-    for operation in document.definitions:
-        if isinstance(operation, OperationDefinitionNode):
-            depth, aliases, _ = shape(operation.selection_set, 0)
-            if depth > max_depth:
-                raise QueryTooComplex(
-                    f"The query is {depth} levels deep; the limit is {max_depth}."
+    def field(node, parent, nesting: int) -> tuple:
+        name = node.name.value
+        definition = getattr(parent, "fields", {}).get(name)
+        inner = EMPTY
+        if node.selection_set is not None:
+            kind = get_named_type(definition.type) if definition else None
+            inner = selection(node.selection_set, kind, nesting + 1)
+        at_root = parent in roots and name != "__typename"  # a root field counts at least 1
+        if at_root and name in ("__schema", "__type"):  # each field written below counts once
+            objects = 1 + written([node.selection_set], FieldNode)
+        elif definition is None or node.selection_set is None:
+            objects = int(at_root)
+        else:
+            count = 1
+            if is_list_type(get_nullable_type(definition.type)):
+                count = limit_of(parent, definition, node)
+            objects = max(int(at_root), min(count * (1 + inner[0]), CEILING))
+        depth = 1 + (0 if name.startswith("__") else inner[1])  # introspection adds no depth
+        aliases = (node.alias is not None) + inner[2]
+        return objects, depth, aliases, {(node.alias or node.name).value: 1}
+
+    objects = 1
+    for node in document.definitions:
+        if isinstance(node, FragmentDefinitionNode):
+            spread(node.name.value, 0)  # an unused one is validated all the same
+        elif isinstance(node, OperationDefinitionNode):
+            found = selection(node.selection_set, schema.get_root_type(node.operation), 0)
+            if found[1] > max_depth:
+                problems.append(f"The query is {found[1]} levels deep; the limit is {max_depth}.")
+            if found[2] > max_aliases:
+                problems.append(
+                    f"The query has {figure(found[2])} aliases; the limit is {max_aliases}."
                 )
-            if aliases > max_aliases:
-                raise QueryTooComplex(
-                    f"The query has {figure(aliases)} aliases; the limit is {max_aliases}."
-                )
-
-
-@cache
-def limits_rule(max_depth: int, max_aliases: int) -> type[ValidationRule]:
-    """check_limits as a validation rule; it raises, so graphql-core's own rules (some of
-    them quadratic) never see a document over the limits."""
-
-    class Limits(ValidationRule):
-        def enter_document(self, document, *_args):
-            check_limits(document, max_depth, max_aliases)
-            return self.SKIP
-
-    return Limits
+            if node is operation:
+                objects = max(1, found[0])
+    fields = written([getattr(node, "selection_set", None) for node in document.definitions])
+    problem = problems[0] if problems else None
+    if objects >= fields:
+        return objects, f"could return {figure(objects)} objects", problem
+    return fields, f"writes {fields} fields and fragment spreads", problem

@@ -35,8 +35,7 @@ def path_key(path) -> tuple:
 
 
 class Batches:
-    """Loads a field for every object at one response path in one call, once per request: a
-    field's answers are kept by key, so an object asked for at several paths is loaded once."""
+    """Loads a field for all objects at one response path at once; each answer once a request."""
 
     def __init__(self):
         self._objects: dict[tuple, list[dict]] = defaultdict(list)  # response path -> objects

@@ -1,10 +1,11 @@
 """The /graphql endpoint: GraphQL over HTTP around ariadne's graphql_sync, persisted queries."""
 
 import hashlib
+import json
 import logging
 import re
 from collections import namedtuple
-from functools import partial
+from functools import lru_cache, partial
 
 from ariadne import graphql_sync, unwrap_graphql_error
 from flask import Blueprint, current_app, g, render_template, request
@@ -22,7 +23,7 @@ from ..errors import (
     UnsupportedMediaType,
 )
 from ..schemas import sentence
-from ..web import get_store, ratelimit, services
+from ..web import get_store, ratelimit
 from ..web.caller import authenticate
 from ..web.jsonio import dump_json, json_body, parse_json
 from ..web.negotiation import HTML, negotiate
@@ -39,31 +40,22 @@ QUIET.setLevel(logging.CRITICAL + 1)
 
 GRAPHQL_RESPONSE = "application/graphql-response+json"
 JSON = "application/json"
-# Errors reported when variables do not coerce or a document does not validate: graphql-core's
-# messages can print whole inputs.
+# graphql-core's messages about variables and validation can print whole inputs
 COERCION_ERRORS = VALIDATION_ERRORS = 10
-# Automatic persisted queries (Apollo's protocol): documents kept in all, per caller, the
-# largest kept
-PERSISTED_KEEP = 1000
-PERSISTED_KEEP_PER_CALLER = 100
-PERSISTED_MAX_BYTES = 32 * 1024
+# Apollo's automatic persisted queries: documents kept in all, per caller, the largest kept
+PERSISTED_KEEP, PERSISTED_KEEP_PER_CALLER, PERSISTED_MAX_BYTES = 1000, 100, 32 * 1024
 SHA256 = re.compile(r"[0-9a-f]{64}")
-PERSISTED_NOT_FOUND = {
-    "errors": [
-        {"message": "PersistedQueryNotFound", "extensions": {"code": "PERSISTED_QUERY_NOT_FOUND"}}
-    ]
+NOT_FOUND = {
+    "message": "PersistedQueryNotFound",
+    "extensions": {"code": "PERSISTED_QUERY_NOT_FOUND"},
 }
-# A request read, parsed and priced: `operation` None when it did not parse (or is not known)
-# and `to_store` the hash of a persisted query sent with its text (stored once it proves valid)
-Prepared = namedtuple("Prepared", "data document operation cost to_store")
+# A request read, parsed and priced; `error` is the view's to answer, `to_store` the hash of a
+# persisted query sent with its text (stored once it proves valid)
+Prepared = namedtuple("Prepared", "data document operation cost charge error to_store")
 
 
-def response_type() -> str:
-    """The answer's media type from Accept (`*/*` or none: JSON); 406 if neither JSON type."""
-    media = negotiate((JSON, GRAPHQL_RESPONSE))
-    if media is None:
-        raise NotAcceptable(f"This endpoint answers {JSON} or {GRAPHQL_RESPONSE}.")
-    return media
+def utf8(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass")
 
 
 def reads_url() -> bool:
@@ -88,8 +80,7 @@ def persisted_digest(data: dict) -> str | None:
     if not isinstance(digest, str) or not SHA256.fullmatch(digest):
         raise BadRequest("'sha256Hash' must be a SHA-256 in 64 lowercase hex digits.")
     query = data.get("query")  # None, or a string (read_request)
-    encoded = None if query is None else query.encode("utf-8", "surrogatepass")
-    if encoded is not None and hashlib.sha256(encoded).hexdigest() != digest:
+    if query is not None and hashlib.sha256(utf8(query)).hexdigest() != digest:
         raise BadRequest("'sha256Hash' is not the SHA-256 of the query.")
     return digest
 
@@ -127,69 +118,75 @@ def read_request() -> dict:
 
 
 def prepared() -> Prepared:
-    """This request read, parsed and priced, once: the rate limit asks first (once a window),
-    the view next; an error is kept and raised again, never worked out twice."""
-    state = g._get_current_object()
-    if "graphql" not in state:
-        try:
-            state.graphql = _prepare()
-        except Exception as error:
-            state.graphql = error
-    if isinstance(state.graphql, Exception):
-        raise state.graphql
-    return state.graphql
+    """This request read, parsed and priced once (kept in `g`); an error is kept, not raised."""
+    if "graphql" not in g:
+        g.graphql = _prepare()
+    return g.graphql
 
 
 def _prepare() -> Prepared:
-    data = read_request()
-    digest = to_store = persisted_digest(data)
-    if data.get("query") is None:  # a persisted query's hash alone
-        data["query"], to_store = get_store().get_persisted(digest), None
-        if data["query"] is None:  # not known here: 1, as any request
-            return Prepared(data, None, None, 1, None)
-    meter.check_variables(data.get("variables"))
-    text, name, variables = data["query"], data.get("operationName"), data.get("variables")
+    data, window = None, meter.CEILING
+    size = meter.kib(request.content_length or len(request.query_string))
     try:
+        window, limit = ratelimit.budget()
+        data = read_request()
+        to_store = persisted_digest(data)
+        if data.get("query") is None:  # the hash alone: a lookup that only reads
+            data["query"], to_store = get_store().get_persisted(to_store), None
+            if data["query"] is None:
+                return Prepared(data, None, None, 1, max(1, size), None, None)
+        text, variables = data["query"], data.get("variables")
+        meter.check_variables(variables)
+        length = len(utf8(text))
+        sent = json.dumps(variables, ensure_ascii=False, separators=(",", ":"), default=str)
+        size = meter.kib(length) + (meter.kib(len(utf8(sent))) if variables else 0)
+
+        def beyond_window(why: str) -> QueryTooComplex:
+            return QueryTooComplex(
+                f"The query {why}, more than the {window} your rate limit ({limit}) allows in a "
+                "whole window, so it can never run. Ask for fewer (smaller limits), split the "
+                "query, or use a key with a larger limit."
+            )
+
+        by_size = f"is charged {size} for its size (a unit per KiB of document and variables)"
+        if size > window:
+            raise beyond_window(by_size)
+        if length > meter.MAX_QUERY_BYTES:
+            raise QueryTooComplex(f"The query is longer than {meter.MAX_QUERY_BYTES // 1024} KiB.")
         document = meter.parse_document(text)
-    except GraphQLError:  # a syntax error: graphql_sync's parser answers it
-        return Prepared(data, None, None, 1, None)
-    operation = get_operation_ast(document, name)
-    if reads_url() and operation is not None and operation.operation != OperationType.QUERY:
-        raise with_headers(MethodNotAllowed("Mutations must be sent with POST."), {"Allow": "POST"})
-    # without variables the price is a function of the text: a short text's is kept with it
-    short = len(text) <= meter.CACHED_TEXT_BYTES and not variables
-    cost, why = meter.priced(text, name) if short else meter.price(document, name, variables)
-    most, (window, limit) = current_app.config["GRAPHQL_MAX_COST"], ratelimit.budget()
-    if cost > most:
-        raise QueryTooComplex(
-            f"The query {why}; the limit is {most}. "
-            "Ask for fewer (smaller limits) or split the query."
-        )
-    if cost > window:
-        raise QueryTooComplex(
-            f"The query {why}, more than the {window} your rate limit ({limit}) allows in a "
-            "whole window, so it can never run. Ask for fewer (smaller limits), split the "
-            "query, or use a key with a larger limit."
-        )
-    return Prepared(data, document, operation, cost, to_store)
+        operation = get_operation_ast(document, data.get("operationName"))
+        if reads_url() and operation is not None and operation.operation != OperationType.QUERY:
+            raise with_headers(
+                MethodNotAllowed("Mutations must be sent with POST."), {"Allow": "POST"}
+            )
+        config = current_app.config
+        limits = config["GRAPHQL_MAX_DEPTH"], config["GRAPHQL_MAX_ALIASES"]
+        cost, why, problem = meter.price(document, operation, variables, *limits)
+        if cost > config["GRAPHQL_MAX_COST"]:
+            raise QueryTooComplex(
+                f"The query {why}; the limit is {config['GRAPHQL_MAX_COST']}. "
+                "Ask for fewer (smaller limits) or split the query."
+            )
+        if max(cost, size) > window:
+            raise beyond_window(why if cost >= size else by_size)
+        error = None if problem is None else QueryTooComplex(problem)  # priced, then refused
+        return Prepared(data, document, operation, cost, max(cost, size), error, to_store)
+    except Exception as error:  # the view answers it; the request pays for its size
+        # unless it could never be paid (refused unparsed): a 429 would be retried forever
+        return Prepared(data, None, None, 1, max(1, size) if size <= window else 1, error, None)
 
 
 def rate_limit_cost() -> int:
-    """What the rate limit charges this request (the web layer asks, once authenticated);
-    raises QueryTooComplex (and the request's other errors) rather than pricing them."""
-    if asks_for_explorer():
-        return 1
-    response_type()
-    authenticate()
-    return prepared().cost
+    """What the rate limit charges (SPEC §11a, §12b); it never raises and never writes."""
+    return 1 if asks_for_explorer() else prepared().charge
 
 
 @meter.by_text
 def validated(text: str, rules: tuple, hide_suggestions: bool) -> list:
-    """graphql-core's validation errors of a text (the limits rule raises instead)."""
+    """graphql-core's validation errors of this request's document (the same for its text)."""
     errors = validate(
         executable_schema(),
-        meter.parse_document(text),
+        g.graphql.document,
         rules,
         max_errors=VALIDATION_ERRORS,
         hide_suggestions=hide_suggestions,
@@ -199,32 +196,27 @@ def validated(text: str, rules: tuple, hide_suggestions: bool) -> list:
     return errors
 
 
-def execute(caller, data: dict, document, op) -> tuple[dict, bool]:
+def execute(caller, data: dict, document, operation) -> tuple[dict, bool]:
     """Run the request through ariadne; the answer and whether it is a request error."""
-    config = current_app.config
-    introspection = config["INTROSPECTION"]
-    ok, result = graphql_sync(
+    introspection = current_app.config["INTROSPECTION"]
+    _, result = graphql_sync(
         executable_schema(),
         data,
         context_value=Context(get_store(), caller, Batches()),
-        # the document prepared() parsed (a syntax error's none: the parser answers it)
-        query_parser=lambda _context, data: document or meter.parse_document(data["query"]),
+        query_document=document,
         query_validator=lambda _schema, _document, rules, **_: validated(
             data["query"], tuple(rules), not introspection
         ),
-        validation_rules=[
-            meter.limits_rule(config["GRAPHQL_MAX_DEPTH"], config["GRAPHQL_MAX_ALIASES"])
-        ],
         introspection=introspection,
         # an error of no field when the operation was found: its variables did not coerce
         error_formatter=partial(
-            format_error, request_code=f"BAD_{'USER_INPUT' if op else 'REQUEST'}"
+            format_error, request_code=f"BAD_{'USER_INPUT' if operation else 'REQUEST'}"
         ),
         logger=QUIET,
         max_coercion_errors=COERCION_ERRORS,
         hide_suggestions=not introspection,
     )
-    # a request error (parse, validation, variables, no such operation): errors, no data
+    # a request error (validation, variables, no such operation): errors, no data
     request_error = result.get("data") is None and all(
         "path" not in error for error in result.get("errors", ())
     )
@@ -305,27 +297,23 @@ def _assets(explorer: str, url) -> dict:
     }
 
 
-def _relative(url: str) -> str:
-    """A URL relative to the page: the page, cached for all, holds no request's mount prefix."""
-    return url if "//" in url else url.removeprefix(request.script_root).lstrip("/")  # //: a CDN
+@lru_cache(maxsize=8)
+def explorer_page(explorer: str, cdn: str) -> str:
+    """The explorer page; its URLs are page-relative, so one rendering serves every prefix."""
+    return render_template(
+        f"{explorer}.html",
+        **_assets(explorer, lambda package, path: vendor_url(package, path, cdn)),
+        title="people-service",
+        explorer_css=asset_url("pages/explorer.css"),
+        init=asset_url(f"pages/{explorer}.js"),
+    )
 
 
 def explorer_response():
-    """The explorer page the config names (rendered once per app)."""
-    explorer, cdn = current_app.config["EXPLORER"], current_app.config["EXPLORER_CDN"]
-    ext = services()
-    if ext.explorer is None:  # the page holds no prefix and depends only on the config
-        page = _assets(explorer, lambda package, path: _relative(vendor_url(package, path, cdn)))
-        ext.explorer = render_template(
-            f"{explorer}.html",
-            **page,
-            title="people-service",
-            explorer_css=_relative(asset_url("pages/explorer.css")),
-            init=_relative(asset_url(f"pages/{explorer}.js")),
-        )
+    cdn = current_app.config["EXPLORER_CDN"]
     # scripts from files only (this server or the CDN), styles also inline (React sets them)
     policy = content_security_policy(inline_styles=True, origin=source_of(cdn))
-    return html_response(ext.explorer, policy)
+    return html_response(explorer_page(current_app.config["EXPLORER"], cdn), policy)
 
 
 def graphql_response(body, status: int, media: str, headers=None) -> Response:
@@ -340,18 +328,24 @@ def graphql_endpoint():
         if browser and current_app.config["EXPLORER"] != "none":
             return explorer_response()
         raise BadRequest("Send a query: GET /graphql?query={...} or POST a JSON body.")
-    media = response_type()
+    media = negotiate((JSON, GRAPHQL_RESPONSE))
+    if media is None:
+        raise NotAcceptable(f"This endpoint answers {JSON} or {GRAPHQL_RESPONSE}.")
     caller = authenticate()
-    data, document, operation, cost, to_store = prepared()
-    if data["query"] is None:
-        # HTTP 200: Apollo's clients answer it by sending the query with its hash
-        return graphql_response(PERSISTED_NOT_FOUND, 200, media)
-    result, request_error = execute(caller, data, document, operation)
+    data, document, operation, cost, _, error, to_store = prepared()
+    if error is not None and not isinstance(error, GraphQLError):
+        raise error
+    if data["query"] is None:  # HTTP 200: Apollo's clients then send the query with its hash
+        return graphql_response({"errors": [NOT_FOUND]}, 200, media)
+    if error is not None:  # a syntax error
+        result, request_error = {"errors": [format_error(error)]}, True
+    else:
+        result, request_error = execute(caller, data, document, operation)
     if not request_error:
         name = operation.name.value if operation.name else None
         g.graphql_operation = (name, operation.operation.value, cost)  # for web.metrics
-        size = len(data["query"].encode("utf-8", "surrogatepass"))
-        if to_store and size <= PERSISTED_MAX_BYTES:  # valid: Apollo's clients will send the hash
+        # valid: stored, and Apollo's clients will send the hash alone
+        if to_store and len(utf8(data["query"])) <= PERSISTED_MAX_BYTES:
             keep = (PERSISTED_KEEP, PERSISTED_KEEP_PER_CALLER)
             get_store().put_persisted(to_store, data["query"], caller.key, *keep)
     status = 400 if request_error and media == GRAPHQL_RESPONSE else 200
@@ -365,7 +359,6 @@ def graphql_endpoint():
     return response
 
 
-# the rate limit charges it the query's cost, once the caller and the document are known
 graphql_endpoint.rate_limit_cost = rate_limit_cost
 
 
