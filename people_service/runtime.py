@@ -24,6 +24,7 @@ CHECKS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else o
 CHECK_WAIT = 5.0  # seconds a login waits for a free check, then 503
 OTHER_SERVERS_THREADS = 8  # request threads assumed when the server does not say (gunicorn.conf)
 _made: dict[int, list["Runtime"]] = {}  # by pid; a child never closes its parent's
+_names: dict[int, set[str]] = {}  # by pid: the metrics' operation labels (web/metrics.py)
 _logs: dict[int, object] = {}  # by pid: the log listener (None: the operator's handlers write)
 
 
@@ -146,7 +147,6 @@ class Runtime:
         threads = config.get("SERVER_THREADS") or OTHER_SERVERS_THREADS
         self.usage = UsageTracker(self.store, config["USAGE_FLUSH_SECONDS"])
         self.logins = LoginGate(max(1, threads // 4))
-        self.operation_names: set[str] = set()  # the metrics' labels (web/metrics.py)
         self.streams = feed.Streams(config["EVENT_STREAMS"] or max(1, threads // 2))
         if config.get("TAKE_LOGS"):
             take_logs()
@@ -216,6 +216,11 @@ class Runtimes:
         found = self.by_pid.pop(os.getpid(), None)
         if found is not None:
             found.close()
+
+
+def operation_names() -> set[str]:
+    """The GraphQL operation names this process gave a metrics series of their own."""
+    return _names.setdefault(os.getpid(), set())
 
 
 def take_logs() -> None:

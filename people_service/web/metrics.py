@@ -15,7 +15,8 @@ from prometheus_client import (
 )
 
 from .. import delivery
-from . import get_runtime, get_store
+from ..runtime import operation_names
+from . import get_store
 from .caller import required
 
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
@@ -78,7 +79,7 @@ def record(request, status: int, elapsed: float, operation: tuple | None) -> Non
     LATENCY.labels(route, method).observe(elapsed)
     if operation is not None:
         name, kind, cost = operation
-        label = operation_label(name, get_runtime().operation_names)
+        label = operation_label(name, operation_names())
         OPERATIONS.labels(label, kind).inc()
         COST.labels(label).observe(cost)
     if status == 429:
