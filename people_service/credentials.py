@@ -17,7 +17,7 @@ from . import schemas
 from .errors import BadRequest, NotFound, ServiceError
 from .passwords import DEFAULT_METHOD, check_password, dummy_hash, names_its_context
 from .service import Viewer
-from .store import PerProcess, iso
+from .store import iso
 
 log = logging.getLogger("people_service")
 KEY_PREFIX = "ps_"
@@ -231,29 +231,27 @@ def summary(usage, caller: Caller, default_limit: str) -> dict:
 
 
 class UsageTracker:
-    """Counts requests per caller without a database write on every request; each process
-    counts, locks and flushes its own (a fork's child starts with nothing of its parent's)."""
+    """Counts requests per caller without a database write on every request; one per process
+    (its lock and flushing thread are never used across a fork)."""
 
     def __init__(self, store, interval: float = 5.0):
         self.store, self.interval = store, interval
-        self._process = PerProcess(
-            lambda: SimpleNamespace(
-                counts=Counter(),  # (kind, id) -> requests not yet written
-                last={},  # (kind, id) -> time of the last of them
-                lock=threading.Lock(),  # guards counts and last
-                flush_lock=threading.Lock(),  # a flush and an exact read never interleave
-                stop=threading.Event(),
-                thread=None,
-            )
+        self._mine = SimpleNamespace(
+            counts=Counter(),  # (kind, id) -> requests not yet written
+            last={},  # (kind, id) -> time of the last of them
+            lock=threading.Lock(),  # guards counts and last
+            flush_lock=threading.Lock(),  # a flush and an exact read never interleave
+            stop=threading.Event(),
+            thread=None,
         )
 
     @property
     def _thread(self) -> threading.Thread | None:
-        return self._process.get().thread
+        return self._mine.thread
 
     def hit(self, caller) -> None:
         """Count one request of `caller` (anything with .kind and .id)."""
-        ident, mine = (caller.kind, caller.id), self._process.get()
+        ident, mine = (caller.kind, caller.id), self._mine
         with mine.lock:
             mine.counts[ident] += 1
             mine.last[ident] = time.time()  # formatted when written: this runs on every request
@@ -262,7 +260,7 @@ class UsageTracker:
                 mine.thread.start()
 
     def _run(self) -> None:
-        while not self._process.get().stop.wait(self.interval):
+        while not self._mine.stop.wait(self.interval):
             try:
                 self.flush()
             except Exception:  # never the end of counting: the next round tries again
@@ -270,7 +268,7 @@ class UsageTracker:
 
     def flush(self) -> None:
         """Write the pending counts; on failure they are kept for the next flush."""
-        mine = self._process.get()
+        mine = self._mine
         with mine.flush_lock:
             with mine.lock:
                 counts, last, mine.counts, mine.last = mine.counts, mine.last, Counter(), {}
@@ -290,7 +288,7 @@ class UsageTracker:
 
     def exact(self, kind: str, ident: int) -> tuple[int, str | None]:
         """Stored plus pending request count, and the last use."""
-        mine = self._process.get()
+        mine = self._mine
         with mine.flush_lock:
             stored = self.store.usage(kind, ident) or {"request_count": 0, "last_used": None}
             with mine.lock:
@@ -300,7 +298,7 @@ class UsageTracker:
 
     def stop(self) -> None:
         """Stop this process's flushing thread and write what is pending."""
-        mine = self._process.get()
+        mine = self._mine
         mine.stop.set()
         if mine.thread is not None and mine.thread is not threading.current_thread():
             mine.thread.join(timeout=self.interval + 5)

@@ -1,12 +1,10 @@
 """The store's one interface: its SQL (people's in a mixin) and the migrations of both backends."""
 
-import os
-import time
 from contextlib import contextmanager
 
 from ..errors import Conflict, ServiceError
 from .events import EventStore
-from .people import PeopleStore, insert, iso, now_iso
+from .people import PeopleStore, insert, now_iso
 from .webhooks import SCHEMA as WEBHOOKS_SCHEMA
 from .webhooks import WebhookStore
 
@@ -133,24 +131,6 @@ MIGRATIONS = [
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 FOLD_PLACES_AT = 3  # the migration after which existing rows get their folded keys
-
-
-class PerProcess:
-    """What `make()` gives, made once in each process: a forked child never uses or closes what
-    its parent made before the fork (SPEC §11b)."""
-
-    def __init__(self, make):
-        self.make, self.made = make, {}
-
-    def get(self):
-        found = self.made.get(os.getpid())
-        if found is None:  # setdefault is atomic: the threads of a new process agree on one
-            found = self.made.setdefault(os.getpid(), self.make())
-        return found
-
-    def forget(self):
-        """This process's (None if none), made again at the next get()."""
-        return self.made.pop(os.getpid(), None)
 
 
 class Rows(list):
@@ -357,28 +337,20 @@ class Store(PeopleStore, EventStore, WebhookStore):
             (status, body, caller, key),
         )
 
-    def get_persisted(self, digest: str, fresh_for: float = 600) -> str | None:
-        """The document stored under a hex SHA-256, if any; its last use is written down
-        when older than `fresh_for` seconds (not on every request that sends it)."""
-        sql = "SELECT document, used_at FROM persisted_queries WHERE hash = ?"
+    def get_persisted(self, digest: str) -> str | None:
+        """The document stored under a hex SHA-256, if any (a read only)."""
+        sql = "SELECT document FROM persisted_queries WHERE hash = ?"
         row = self._execute(sql, (digest,)).fetchone()
-        if row is None:
-            return None
-        if row["used_at"] < iso(time.time() - fresh_for):
-            self._execute(
-                "UPDATE persisted_queries SET used_at = ? WHERE hash = ?", (now_iso(), digest)
-            )
-        return row["document"]
+        return row and row["document"]
 
     def put_persisted(
         self, digest: str, document: str, owner: str = "", keep: int = 1000, per_owner: int = 100
     ) -> None:
-        """Store a document under its SHA-256 for `owner` (once: a stored hash is left as it
-        is); past `per_owner` documents of its owner or `keep` in all, the least recently used
-        go."""
+        """Store a document under its SHA-256 for `owner` (a stored hash is not written again);
+        past `per_owner` documents of its owner or `keep` in all, the oldest go."""
         if self.get_persisted(digest) is not None:
             return
-        least_used = (
+        oldest = (
             "DELETE FROM persisted_queries WHERE {0} hash NOT IN (SELECT hash FROM"
             " persisted_queries WHERE {0} TRUE ORDER BY used_at DESC, hash DESC LIMIT ?)"
         )
@@ -389,5 +361,5 @@ class Store(PeopleStore, EventStore, WebhookStore):
                 " VALUES (?, ?, ?, ?, ?) ON CONFLICT (hash) DO NOTHING",
                 (digest, document, now, owner, now),
             )
-            self._execute(least_used.format("owner = ? AND"), (owner, owner, per_owner))
-            self._execute(least_used.format(""), (keep,))
+            self._execute(oldest.format("owner = ? AND"), (owner, owner, per_owner))
+            self._execute(oldest.format(""), (keep,))
