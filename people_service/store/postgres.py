@@ -72,7 +72,7 @@ class PostgresStore(Store):
 
     @property
     def pool(self) -> ConnectionPool:
-        """The pool, made on first use (a later use after close() makes another)."""
+        """The pool, opened on first use (a later use after close() opens another)."""
         with self._opening:
             if self._pool is None:
                 self._pool = ConnectionPool(
@@ -81,8 +81,10 @@ class PostgresStore(Store):
                     max_size=20,
                     timeout=5.0,
                     kwargs={"autocommit": True, "connect_timeout": 5},
-                    open=True,
+                    open=False,
                 )
+                # ready before first use: no worker of its own holds it while it fills
+                self._pool.open(wait=True, timeout=10)
             return self._pool
 
     @staticmethod
