@@ -99,6 +99,7 @@ class SQLiteStore(Store):
         return f"{column} IN (SELECT value FROM json_each(?))", json.dumps(ids)
 
     def _db(self) -> sqlite_utils.Database:
+        """This thread's connection."""
         with self._translated():
             return self._threads.get()
 
@@ -111,16 +112,14 @@ class SQLiteStore(Store):
             return conn.execute(sql, params).lastrowid
 
     def _connect(self) -> sqlite_utils.Database:
+        # mode=rw: a database file that vanished is an error, not a new empty one; the timeout
+        # is SQLite's busy timeout; BEGIN and COMMIT are ours; close() closes every thread's
+        uri = file_uri(self.path, "rw")
         conn = sqlite3.connect(
-            file_uri(self.path, "rw"),  # a database file that vanished is an error, not a new one
-            uri=True,
-            timeout=self.busy_timeout,  # sets SQLite's busy timeout
-            isolation_level=None,  # we issue BEGIN / COMMIT ourselves
-            check_same_thread=False,  # close() closes every thread's
+            uri, uri=True, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False
         )
         conn.execute("PRAGMA foreign_keys = ON")
-        # WAL + NORMAL survives a crash of the process; FULL also survives power loss
-        conn.execute("PRAGMA synchronous = FULL")
+        conn.execute("PRAGMA synchronous = FULL")  # WAL + FULL survives power loss too
         return sqlite_utils.Database(conn)
 
     def _writable(self) -> None:
@@ -170,10 +169,10 @@ class SQLiteStore(Store):
         return super().upgrade_schema()
 
     def _schema_version(self) -> int:
-        return self._db().conn.execute("PRAGMA user_version").fetchone()[0]
+        return self._execute("PRAGMA user_version").fetchone()["user_version"]
 
     def _set_version(self, number: int) -> None:
-        self._db().conn.execute(f"PRAGMA user_version = {number}")
+        self._execute(f"PRAGMA user_version = {number}")
 
     def check(self) -> str:
         """'ok', or what is wrong with the database: 'missing', 'read-only' or 'unreadable'."""
