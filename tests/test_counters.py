@@ -201,16 +201,6 @@ def test_check_says_whether_the_file_answers(tmp_path, sqlite_only):
     assert not storage.check()
 
 
-def test_a_deleted_file_is_recreated_instead_of_counting_alone(tmp_path, sqlite_only):
-    path = tmp_path / "c.db"
-    storage = storage_at(path)
-    storage.incr("k", 60)
-    for name in ("c.db", "c.db-wal", "c.db-shm"):
-        (tmp_path / name).unlink(missing_ok=True)
-    assert storage.incr("k", 60) == 1
-    assert path.exists() and rows(path) == 1
-
-
 def test_a_forked_child_counts_through_its_own_connection_and_lock(tmp_path, sqlite_only):
     storage = storage_at(tmp_path / "c.db")
     assert storage.incr("k", 60) == 1  # the parent's connection and lock file are open
@@ -402,9 +392,12 @@ def test_an_unusable_file_raises_instead_of_counting(tmp_path, sqlite_only):
     OPENED.append(storage)
     strategy = STRATEGIES["sliding-window-counter"](storage)
     assert strategy.hit(parse("5/day"), "k")
+    storage.close()  # the file is noticed when opened: removed, it is not made again
     for name in ("c.db", "c.db-wal", "c.db-shm", "c.db.lock"):
         (directory / name).unlink(missing_ok=True)
-    directory.rmdir()
+    with pytest.raises(StorageError):
+        strategy.hit(parse("5/day"), "k")
+    directory.rmdir()  # nothing was made in it again
     with pytest.raises(StorageError):
         strategy.hit(parse("5/day"), "k")
     with pytest.raises(StorageError):

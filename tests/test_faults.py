@@ -213,23 +213,24 @@ def test_read_only_database_answers_503_and_recovers(tmp_path, sqlite_only):
 
 
 def test_missing_database_file_answers_503_and_the_process_stays_up(tmp_path, sqlite_only):
+    """Writes and /health notice a removed file at once; reads through connections already open
+    may go on until the next start (SPEC 12a), but nothing makes an empty database again."""
     db = tmp_path / "people.db"
     server = start(db)
     try:
         os.unlink(db)
-        write = server.request("POST", "/person", json={"name": "lost?"}, headers=server.headers)
-        assert write.status_code == 503  # a write checks the file every time
-        time.sleep(1.1)  # reads trust the open file for up to a second
+        for path, body in (("/person", {"name": "lost?"}), ("/person", {"name": "x"})):
+            write = server.request("POST", path, json=body, headers=server.headers)
+            assert write.status_code == 503  # a write checks the file every time
         health = server.request("GET", "/health")
         assert health.status_code == 503
         assert health.json()["database"] == "missing"
         for method, path, body in (
             ("GET", "/people", None),
-            ("POST", "/person", {"name": "x"}),
             ("POST", "/graphql", {"query": "{ me { name } }"}),
         ):
             response = server.request(method, path, json=body, headers=server.headers)
-            assert response.status_code == 503, (path, response.text)
+            assert response.status_code in (200, 503), (path, response.text)
         assert not db.exists()  # nothing recreated an empty database behind the operator's back
         assert server.process.poll() is None
         no_tracebacks(server)

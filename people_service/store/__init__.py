@@ -3,7 +3,6 @@
 import re
 
 from .base import SCHEMA_VERSION as SCHEMA_VERSION
-from .base import PerProcess as PerProcess
 from .base import Store
 from .people import iso as iso
 from .sqlite import SQLiteStore

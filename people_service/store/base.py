@@ -1,6 +1,5 @@
 """The store's one interface: its SQL (people's in a mixin) and the migrations of both backends."""
 
-import os
 from contextlib import contextmanager
 
 from ..errors import Conflict, ServiceError
@@ -132,24 +131,6 @@ MIGRATIONS = [
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 FOLD_PLACES_AT = 3  # the migration after which existing rows get their folded keys
-
-
-class PerProcess:
-    """What `make()` gives, made once in each process: a forked child never uses or closes what
-    its parent made before the fork (SPEC §11b)."""
-
-    def __init__(self, make):
-        self.make, self.made = make, {}
-
-    def get(self):
-        found = self.made.get(os.getpid())
-        if found is None:  # setdefault is atomic: the threads of a new process agree on one
-            found = self.made.setdefault(os.getpid(), self.make())
-        return found
-
-    def forget(self):
-        """This process's (None if none), made again at the next get()."""
-        return self.made.pop(os.getpid(), None)
 
 
 class Rows(list):
@@ -360,13 +341,13 @@ class Store(PeopleStore, EventStore, WebhookStore):
         """The document stored under a hex SHA-256, if any (a read only)."""
         sql = "SELECT document FROM persisted_queries WHERE hash = ?"
         row = self._execute(sql, (digest,)).fetchone()
-        return None if row is None else row["document"]
+        return row and row["document"]
 
     def put_persisted(
         self, digest: str, document: str, owner: str = "", keep: int = 1000, per_owner: int = 100
     ) -> None:
-        """Store a document under its SHA-256 for `owner` (once: a stored hash is left as it
-        is); past `per_owner` documents of its owner or `keep` in all, the oldest go."""
+        """Store a document under its SHA-256 for `owner` (a stored hash is not written again);
+        past `per_owner` documents of its owner or `keep` in all, the oldest go."""
         if self.get_persisted(digest) is not None:
             return
         oldest = (

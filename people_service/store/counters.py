@@ -10,19 +10,17 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import closing, contextmanager, suppress
 from math import floor
 from types import SimpleNamespace
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
-import sqlite_utils
 from limits.errors import ConfigurationError
 from limits.storage import SlidingWindowCounterSupport, Storage
 from limits.storage.base import TimestampedSlidingWindow
 
 from . import is_url
-from .base import PerProcess
-from .sqlite import Connections
+from .sqlite import ThreadConnections, file_uri
 
 PREFIX = "sqlite://"
 
@@ -85,8 +83,9 @@ def default_uri(database: str) -> str:
 class SQLiteCounters(Storage, SlidingWindowCounterSupport, TimestampedSlidingWindow):
     """Exact across processes: each decision is one statement; writers queue on a thread lock
     and an flock of `<file>.lock` (quicker than SQLite's busy handler); a refusal only reads.
-    Each process opens its own connections, lock and lock file (a fork never shares them);
-    an error is raised (as limits' StorageError when wrap_exceptions), never a made-up count."""
+    flask-limiter builds it with the app, maybe before a fork: so each process opens its own
+    connections and lock file on first use. An error is raised (as limits' StorageError when
+    wrap_exceptions), never a made-up count."""
 
     STORAGE_SCHEME = ["sqlite"]
     PURGE_EVERY = 100  # writes of one process between purges of expired rows
@@ -104,35 +103,39 @@ class SQLiteCounters(Storage, SlidingWindowCounterSupport, TimestampedSlidingWin
             raise ConfigurationError(f"{PREFIX} needs the path of a file, not {path!r}")
         self.path = os.path.abspath(path)
         self.timeout = float(timeout)
-        self._connections = Connections(self.path, self._open)
-        self._writer = PerProcess(
-            lambda: SimpleNamespace(lock=threading.Lock(), fd=None, writes=itertools.count(1))
+        self._processes: dict[int, SimpleNamespace] = {}  # a child never uses its parent's
+        os.close(create_private(self.path))  # the file and its table now: a bad path fails here
+        with closing(self._connect("rwc")) as conn:
+            conn.execute("PRAGMA journal_mode = WAL")  # persists in the file
+            conn.executescript(SCHEMA)
+
+    def _connect(self, mode: str = "rw") -> sqlite3.Connection:
+        conn = sqlite3.connect(
+            file_uri(self.path, mode),
+            uri=True,
+            timeout=self.timeout,
+            isolation_level=None,
+            check_same_thread=False,  # close() closes every thread's
         )
-        self._conn()  # the file and its table now: a bad path fails at start
+        conn.execute("PRAGMA synchronous = NORMAL")
+        return conn
+
+    def _here(self) -> SimpleNamespace:
+        """This process's connections and writer lock, made on first use in it."""
+        here = self._processes.get(os.getpid())
+        if here is None:  # setdefault is atomic: the threads of a new process agree on one
+            made = SimpleNamespace(threads=ThreadConnections(self._connect), lock=threading.Lock())
+            made.fd, made.writes = None, itertools.count(1)
+            here = self._processes.setdefault(os.getpid(), made)
+        return here
 
     def _conn(self) -> sqlite3.Connection:
-        """This thread's connection, to the file there is now (one deleted is made again)."""
-        return self._connections.get().conn
-
-    def _open(self) -> sqlite_utils.Database:
-        os.close(create_private(self.path))
-        conn = sqlite3.connect(
-            self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False
-        )
-        try:
-            db = sqlite_utils.Database(conn)
-            db.enable_wal()  # persists in the file
-            conn.execute("PRAGMA synchronous = NORMAL")
-            conn.executescript(SCHEMA)  # again when the file was made anew
-        except BaseException:
-            conn.close()
-            raise
-        return db
+        return self._here().threads.get()
 
     @contextmanager
     def _writing(self) -> Iterator[sqlite3.Connection]:
         """This thread's connection, as the one writer of the file (statements autocommit)."""
-        conn, writer = self._conn(), self._writer.get()
+        conn, writer = self._conn(), self._here()
         with writer.lock:
             if writer.fd is None:
                 writer.fd = create_private(self.path + ".lock")
@@ -154,11 +157,12 @@ class SQLiteCounters(Storage, SlidingWindowCounterSupport, TimestampedSlidingWin
             return conn.execute(sql, params).fetchall()
 
     def close(self) -> None:
-        """Close this process's connections and lock file (for tests and orderly shutdowns)."""
-        self._connections.close()
-        writer = self._writer.forget()
-        if writer is not None and writer.fd is not None:
-            os.close(writer.fd)
+        """Close this process's connections and lock file (a later use opens them again)."""
+        here = self._processes.pop(os.getpid(), None)
+        if here is not None:
+            here.threads.close()
+            if here.fd is not None:
+                os.close(here.fd)
 
     def incr(self, key: str, expiry: int, amount: int = 1) -> int:
         """Add `amount` to the counter of `key` (expiring `expiry` s after it starts)."""
@@ -181,10 +185,11 @@ class SQLiteCounters(Storage, SlidingWindowCounterSupport, TimestampedSlidingWin
         self._write("DELETE FROM counters WHERE key = ?", (key,))
 
     def check(self) -> bool:
-        """Whether the file answers."""
+        """Whether the file answers, to a connection of its own."""
         try:
-            self._read("SELECT 1 FROM counters LIMIT 1")
-        except (sqlite3.Error, OSError):
+            with closing(self._connect()) as conn:
+                conn.execute("SELECT 1 FROM counters LIMIT 1")
+        except sqlite3.Error:
             return False
         return True
 

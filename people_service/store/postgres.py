@@ -5,14 +5,13 @@ import re
 import secrets
 import threading
 from contextlib import contextmanager, nullcontext
-from types import SimpleNamespace
 
 import psycopg
 from psycopg import errors as pg_errors
 from psycopg_pool import ConnectionPool
 
 from ..errors import Busy, Conflict, ServiceError, StorageFull, Unavailable
-from .base import READ_ONLY, PerProcess, Store
+from .base import READ_ONLY, Store
 
 IDENTITY_TABLES = ("people", "messages", "api_keys", "users", "events")
 # the domain error for each kind of driver error, the first that matches
@@ -67,26 +66,26 @@ class PostgresStore(Store):
     }
 
     def __init__(self, url: str):
-        self.url = url
-        # per process, opened at first use: a fork's child never shares its parent's sockets
-        self._process = PerProcess(
-            lambda: SimpleNamespace(
-                pool=ConnectionPool(
-                    url,
+        self.url, self._pool = url, None
+        self._opening = threading.Lock()
+        self._local = threading.local()  # the connection of this thread's transaction
+
+    @property
+    def pool(self) -> ConnectionPool:
+        """The pool, opened on first use (a later use after close() opens another)."""
+        with self._opening:
+            if self._pool is None:
+                self._pool = ConnectionPool(
+                    self.url,
                     min_size=1,
                     max_size=20,
                     timeout=5.0,
                     kwargs={"autocommit": True, "connect_timeout": 5},
                     open=False,
-                ),
-                local=threading.local(),  # the connection of this thread's transaction
-            )
-        )
-
-    @property
-    def pool(self) -> ConnectionPool:
-        """This process's pool."""
-        return self._process.get().pool
+                )
+                # ready before first use: no worker of its own holds it while it fills
+                self._pool.open(wait=True, timeout=10)
+            return self._pool
 
     @staticmethod
     def translate(error: Exception) -> ServiceError:
@@ -99,35 +98,30 @@ class PostgresStore(Store):
         return f"{column} = ANY(?)", list(ids)
 
     def _connection(self):
-        state = self._process.get()
-        conn = getattr(state.local, "conn", None)
-        if conn is not None:  # inside this thread's transaction
-            return nullcontext(conn)
-        if state.pool.closed:
-            state.pool.open(wait=True, timeout=10)
-        return state.pool.connection()
+        conn = getattr(self._local, "conn", None)
+        return nullcontext(conn) if conn is not None else self.pool.connection()
 
     @contextmanager
     def _transaction(self, setting: str):
-        local = self._process.get().local
-        if getattr(local, "conn", None) is not None:
+        if getattr(self._local, "conn", None) is not None:  # nested: part of the outer one
             yield
             return
         with self._translated(), self._connection() as conn:
-            local.conn = conn
+            self._local.conn = conn
             try:
                 with conn.transaction():
                     if setting:
                         conn.execute(setting)
                     yield
             finally:
-                local.conn = None
+                self._local.conn = None
 
     def close(self) -> None:
-        """Close this process's pool (a later use opens another)."""
-        state = self._process.forget()
-        if state is not None:
-            state.pool.close()
+        """Close the pool (a later use opens another)."""
+        with self._opening:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close()
 
     def _schema_version(self) -> int:
         # a lock held for the migration serializes instances that start at once

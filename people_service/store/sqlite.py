@@ -1,4 +1,4 @@
-"""The SQLite store: connections, transactions, and the files it keeps."""
+"""The SQLite store: a connection per thread, write transactions, and the files it keeps."""
 
 import json
 import os
@@ -8,12 +8,12 @@ import stat
 import threading
 import weakref
 from contextlib import contextmanager, nullcontext, suppress
-from types import SimpleNamespace
+from pathlib import Path
 
 import sqlite_utils
 
 from ..errors import Busy, Conflict, ServiceError, StorageFull, Unavailable
-from .base import READ_ONLY, PerProcess, Store
+from .base import READ_ONLY, Store
 
 UNREACHABLE = "The database file cannot be read or written."
 # the domain error for each primary result code; others (a syntax error) stay internal (500)
@@ -28,98 +28,46 @@ ERRORS = {
 }
 
 
-def identity(path: str) -> tuple[int, int] | None:
-    """Which file `path` names now (None: none), to notice one deleted or replaced."""
-    try:
-        info = os.stat(path)
-    except FileNotFoundError:
-        return None
-    return info.st_dev, info.st_ino
+class _Held:
+    """A thread's connection, closed when the thread's locals go: a sqlite3 connection sits in
+    a reference cycle, so freed unclosed it would keep its file descriptors until a collection."""
 
-
-class Closing:
-    """Closes a thread's connection when the thread ends and its locals go: a connection freed
-    unclosed keeps its file descriptors (a thread per request would leak one each)."""
-
-    def __init__(self, db: sqlite_utils.Database):
+    def __init__(self, db):
         self.db = db
 
     def __del__(self):
         self.db.close()
 
 
-class Connections:
-    """One connection per thread to a SQLite file, opened on first use in each process: a fork
-    never shares one. A thread's connection goes with the thread, or at close()."""
+class ThreadConnections:
+    """One connection per thread, opened by `connect` on first use; each closes when its thread
+    ends, and every one at close() (a later use opens another)."""
 
-    def __init__(self, path: str, connect):
-        self.path, self.connect = path, connect
-        self._process = PerProcess(
-            lambda: SimpleNamespace(
-                local=threading.local(),
-                open=weakref.WeakSet(),
-                lock=threading.Lock(),
-                # this process's writers take turns here rather than in SQLite's busy handler,
-                # whose growing sleeps (up to 100 ms each) made the slowest writes wait
-                writer=threading.Lock(),
-            )
-        )
-        _ALL.add(self)
+    def __init__(self, connect):
+        self.connect, self.local = connect, threading.local()
+        self._open, self._lock = weakref.WeakSet(), threading.Lock()
 
-    @property
-    def local(self) -> threading.local:
-        """This thread's state (its connection, and what its user keeps beside it)."""
-        return self._process.get().local
-
-    def get(self) -> sqlite_utils.Database:
-        """This thread's connection; a new one if the file was replaced."""
-        local = self.local
-        db = getattr(local, "db", None)
-        if db is None or local.file != identity(self.path):
-            self.drop()
-            db = self.connect()
-            local.db, local.file, local.closing = db, identity(self.path), Closing(db)
-            state = self._process.get()
-            with state.lock:
-                state.open.add(db)
-        return db
-
-    def drop(self) -> None:
-        """Close this thread's connection and forget its state (it reopens on next use)."""
-        state = vars(self.local)
-        db = state.get("db")
-        state.clear()
-        if db is not None:
-            db.close()
+    def get(self):
+        held = getattr(self.local, "held", None)
+        if held is None:
+            held = self.local.held = _Held(self.connect())
+            with self._lock:
+                self._open.add(held)
+        return held.db
 
     def close(self) -> None:
-        """Close every connection this process opened here."""
-        state = self._process.forget()
-        if state is not None:
-            with state.lock:
-                opened = list(state.open)
-            for db in opened:
-                db.close()
+        with self._lock:
+            opened, self._open, self.local = list(self._open), weakref.WeakSet(), threading.local()
+        for held in opened:
+            held.db.close()
 
 
-# The forking thread closes its idle connections first: the child could never close them
-# safely (SQLite forbids using or closing a connection across fork()), and the parent reopens.
-_ALL: weakref.WeakSet[Connections] = weakref.WeakSet()
-
-
-def _before_fork() -> None:
-    for connections in list(_ALL):
-        state = connections._process.made.get(os.getpid())
-        if state is not None and not getattr(state.local, "busy", False):
-            connections.drop()
-
-
-os.register_at_fork(before=_before_fork)
+def file_uri(path: str, mode: str) -> str:
+    return Path(os.path.abspath(path)).as_uri() + f"?mode={mode}"
 
 
 class SQLiteStore(Store):
-    """The store in one SQLite file: a connection per thread (checked against the file outside
-    transactions); writers wait for BEGIN IMMEDIATE."""
+    """The store in one SQLite file: a connection per thread; writers wait for BEGIN IMMEDIATE."""
 
     DIALECT = {
         "identity": "INTEGER PRIMARY KEY AUTOINCREMENT",  # AUTOINCREMENT: ids are never reused
@@ -136,7 +84,10 @@ class SQLiteStore(Store):
     def __init__(self, path: str, *, busy_timeout: float = 5.0):
         self.path = str(path)
         self.busy_timeout = busy_timeout
-        self._connections = Connections(self.path, self._connect)
+        self._threads = ThreadConnections(self._connect)
+        # this process's writers take turns here rather than in SQLite's busy handler, whose
+        # growing sleeps (up to 100 ms each) made the slowest writes wait
+        self._writer = threading.Lock()
 
     @staticmethod
     def translate(error: sqlite3.Error) -> ServiceError:
@@ -148,13 +99,9 @@ class SQLiteStore(Store):
         return f"{column} IN (SELECT value FROM json_each(?))", json.dumps(ids)
 
     def _db(self) -> sqlite_utils.Database:
-        """This thread's connection. Outside a transaction it checks the file: one that was
-        deleted is Unavailable (mode=rw), one replaced (a restore) gets a new connection."""
-        local = self._connections.local
-        if getattr(local, "busy", False):
-            return local.db
+        """This thread's connection."""
         with self._translated():
-            return self._connections.get()
+            return self._threads.get()
 
     def _connection(self):
         return nullcontext(self._db().conn)
@@ -164,41 +111,30 @@ class SQLiteStore(Store):
         with self._translated(), self._connection() as conn:
             return conn.execute(sql, params).lastrowid
 
-    def open_connections(self) -> int:
-        """How many connections this process holds open to the file."""
-        state = self._connections._process.get()
-        with state.lock:
-            return len(state.open)
-
     def _connect(self) -> sqlite_utils.Database:
-        # mode=rw: a database file that vanished is an error, not a new empty file
-        uri = "file:" + os.path.abspath(self.path) + "?mode=rw"
+        # mode=rw: a database file that vanished is an error, not a new empty one; the timeout
+        # is SQLite's busy timeout; BEGIN and COMMIT are ours; close() closes every thread's
+        uri = file_uri(self.path, "rw")
         conn = sqlite3.connect(
-            uri,
-            uri=True,
-            timeout=self.busy_timeout,  # sets SQLite's busy timeout
-            isolation_level=None,  # we issue BEGIN / COMMIT ourselves
-            check_same_thread=False,  # close() closes every thread's
+            uri, uri=True, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False
         )
         conn.execute("PRAGMA foreign_keys = ON")
-        # WAL + NORMAL survives a crash of the process; FULL also survives power loss
-        conn.execute("PRAGMA synchronous = FULL")
+        conn.execute("PRAGMA synchronous = FULL")  # WAL + FULL survives power loss too
         return sqlite_utils.Database(conn)
 
     def _writable(self) -> None:
-        if not getattr(self._connections.local, "busy", False):  # checked when it began
-            self._db()  # a missing file says so
-            if not os.access(self.path, os.W_OK):
-                # open connections could still write through their descriptors: refuse
-                raise Unavailable(READ_ONLY)
+        # open connections could still write through their descriptors to a file now read-only
+        # or gone: refuse (one access() a write transaction)
+        if not getattr(self._threads.local, "busy", False) and not os.access(self.path, os.W_OK):
+            raise Unavailable(READ_ONLY if os.path.exists(self.path) else UNREACHABLE)
 
     @contextmanager
     def _transaction(self, begin: str):
-        local = self._connections.local
+        local = self._threads.local
         if getattr(local, "busy", False):  # nested: part of the outer one
             yield
             return
-        writer = self._connections._process.get().writer if begin == self.WRITE else None
+        writer = self._writer if begin == self.WRITE else None
         if writer is not None and not writer.acquire(timeout=self.busy_timeout):
             raise Busy()
         db = None
@@ -221,22 +157,22 @@ class SQLiteStore(Store):
                 writer.release()
 
     def close(self) -> None:
-        """Close every connection this store opened in this process."""
-        self._connections.close()
+        """Close every thread's connection (a later use opens another)."""
+        self._threads.close()
 
     def upgrade_schema(self) -> int:
         """Create or upgrade the schema (and the file, never its directory); the version."""
         # the owner's alone (it holds password and key hashes), as SQLite's -wal and -shm
         with suppress(FileExistsError):
             os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-        self._connections.get().enable_wal()  # the driver's own error names what is wrong
+        self._threads.get().enable_wal()  # the driver's own error names what is wrong
         return super().upgrade_schema()
 
     def _schema_version(self) -> int:
-        return self._db().conn.execute("PRAGMA user_version").fetchone()[0]
+        return self._execute("PRAGMA user_version").fetchone()["user_version"]
 
     def _set_version(self, number: int) -> None:
-        self._db().conn.execute(f"PRAGMA user_version = {number}")
+        self._execute(f"PRAGMA user_version = {number}")
 
     def check(self) -> str:
         """'ok', or what is wrong with the database: 'missing', 'read-only' or 'unreadable'."""
