@@ -131,11 +131,11 @@ class UsageTracker:
 class Runtime:
     """This process's store, secret, usage counts, login gate, streams and webhook worker."""
 
-    def __init__(self, config: dict, secret: str | None = None):
+    def __init__(self, config: dict, secret: str | None = None, counters=None):
         # imported here: `serve --workers` points prometheus-client at its directory first
         from . import delivery, feed
 
-        self.config, self.pid = config, os.getpid()
+        self.config, self.pid, self.counters = config, os.getpid(), counters
         self.store = open_store(config["DATABASE"])
         try:
             self.store.upgrade_schema()
@@ -171,6 +171,8 @@ class Runtime:
         self.deliverer.close(wait=2)
         self.usage.stop()
         self.store.close()
+        if self.counters is not None:
+            self.counters()
 
 
 class Runtimes:
@@ -190,9 +192,19 @@ class Runtimes:
             with self.locks.setdefault(pid, threading.Lock()):  # atomic: one lock per process
                 found = self.by_pid.get(pid)
                 if found is None or found.closed:
-                    found = self.by_pid[pid] = Runtime(self.config, self.secret)
+                    found = self.by_pid[pid] = Runtime(
+                        self.config, self.secret, self.close_counters
+                    )
                     _made.setdefault(pid, []).append(found)
         return found
+
+    def close_counters(self) -> None:
+        """Close this process's connections to the rate limits' SQLite file, if it is one."""
+        from .store.counters import SQLiteCounters
+
+        storage = getattr(self.limiter, "storage", None)
+        if isinstance(storage, SQLiteCounters):
+            storage.close()
 
     def made(self) -> Runtime | None:
         """This process's runtime if it was made (never makes one)."""

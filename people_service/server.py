@@ -180,7 +180,10 @@ def serve(app, sockets, *, threads, connection_limit, channel_timeout, use_selec
         raise SystemExit(0)
 
     _on_stop(stop)
-    app.extensions["people_service"].get()  # this process delivers webhooks from now
+    try:
+        app.extensions["people_service"].get()  # this process delivers webhooks from now
+    except ConfigError as exc:  # the first request tries again, and answers 503 meanwhile
+        log.warning("%s", exc)
     # on SystemExit waitress's threads finish the requests they run; waiting ones are dropped
     server.run()  # it ends on SystemExit
     _on_stop(signal.SIG_IGN)  # kept while Python exits, which resets handlers of its own

@@ -199,7 +199,13 @@ class Store(PeopleStore, EventStore, WebhookStore):
         """Raise a domain error when nothing can be written now."""
 
     def upgrade_schema(self) -> int:
-        """Create or upgrade the schema; returns the version. Idempotent."""
+        """Create or upgrade the schema; returns the version. Idempotent, and it writes only to
+        an older schema (a full disk still serves reads)."""
+        try:
+            if self._current_version() == SCHEMA_VERSION:
+                return SCHEMA_VERSION
+        except ServiceError:  # no schema yet (PostgreSQL): made below
+            pass
         with self.transaction():
             version = self._schema_version()
             if version > SCHEMA_VERSION:

@@ -123,6 +123,9 @@ class PostgresStore(Store):
         if pool is not None:
             pool.close()
 
+    def _current_version(self) -> int:
+        return self._execute("SELECT max(version) AS v FROM schema_version").fetchone()["v"] or 0
+
     def _schema_version(self) -> int:
         # a lock held for the migration serializes instances that start at once
         self._execute("SELECT pg_advisory_xact_lock(hashtext(current_schema()))")

@@ -168,6 +168,9 @@ class SQLiteStore(Store):
         self._threads.get().enable_wal()  # the driver's own error names what is wrong
         return super().upgrade_schema()
 
+    def _current_version(self) -> int:
+        return self._schema_version()
+
     def _schema_version(self) -> int:
         return self._execute("PRAGMA user_version").fetchone()["user_version"]
 
