@@ -59,8 +59,8 @@ def add_to(cli: click.Group, *, opened, settings, table) -> None:
         """Deliver webhooks until SIGTERM or SIGINT (besides the serving processes, or alone)."""
         from . import delivery
 
-        opened().close()  # the schema is up to date before the worker starts
-        worker = delivery.Deliverer(settings())
+        store = opened()  # the schema is up to date before the worker starts
+        worker = delivery.Deliverer(settings(), store)
         stop = threading.Event()
         for number in (signal.SIGTERM, signal.SIGINT):
             signal.signal(number, lambda *_: stop.set())
@@ -69,4 +69,5 @@ def add_to(cli: click.Group, *, opened, settings, table) -> None:
         while not stop.wait(1):
             if not worker.thread.is_alive():
                 raise click.ClickException("the delivery thread ended")
-        worker.stop(wait=worker.timeout + 2)
+        worker.close(wait=worker.timeout + 2)
+        store.close()

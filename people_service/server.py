@@ -18,11 +18,11 @@ import time
 
 from waitress import create_server
 
-from . import create_app, credentials, events, transfer
+from . import create_app, credentials, transfer
 from .config import DEFAULTS, ConfigError, load
 from .errors import Conflict
 from .store import redacted
-from .web import services
+from .web import get_runtime, services
 
 log = logging.getLogger("people_service")
 
@@ -162,10 +162,8 @@ def serve(app, sockets, *, threads, connection_limit, channel_timeout, use_selec
     )
     logging.getLogger("waitress.queue").setLevel(logging.ERROR)  # "Task queue depth": noise
     ended = threading.Event()
-    _take_stop_signals(ended)
-    from . import delivery  # after share_metrics(): it makes prometheus-client's metrics
-
-    delivery.ensure(services(app), app.config)  # this process delivers webhooks from now
+    runtime = get_runtime(app)  # this process delivers webhooks from now
+    _take_stop_signals(ended, runtime.streams)
     # on SystemExit waitress's threads finish the requests they run; waiting ones are dropped
     server.run()
     ended.set()
@@ -189,7 +187,7 @@ def _stop(signum, frame):
         raise SystemExit(0)
 
 
-def _take_stop_signals(ended: threading.Event) -> None:
+def _take_stop_signals(ended: threading.Event, streams) -> None:
     """Stop on SIGTERM or SIGINT, sending the signal again every STOP_GRACE seconds until
     `ended`: the handler's SystemExit is lost when the signal lands in an object's finalizer
     (io drops errors while it closes a collected file, such as a body waitress spooled)."""
@@ -203,7 +201,7 @@ def _take_stop_signals(ended: threading.Event) -> None:
     def insist() -> None:
         global _stopping
         signum = os.read(taken, 1)[0]
-        events.close_streams()  # streams are not requests to wait for: they end now
+        streams.end()  # streams are not requests to wait for: they end now
         while not ended.wait(STOP_GRACE):
             _stopping = False
             os.kill(os.getpid(), signum)

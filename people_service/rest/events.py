@@ -7,9 +7,9 @@ from marshmallow import Schema, fields, validate
 from werkzeug.exceptions import Gone
 from werkzeug.wrappers import Response
 
-from .. import events, feed
+from .. import credentials, events, feed
 from ..errors import Busy
-from ..web import get_store
+from ..web import get_runtime, get_store, services
 from ..web.caller import current_caller, required
 from ..web.jsonio import json_response
 from ..web.negotiation import JSON, negotiate
@@ -20,7 +20,6 @@ bp = Blueprint("events", __name__)
 strict_query(bp)
 
 STREAM = "text/event-stream"
-OTHER_SERVERS = 4  # streams a process holds when EVENT_STREAMS is 0 and serve did not set it
 RETRY_AFTER = "5"  # seconds a client refused a stream waits: streams end every few minutes
 
 
@@ -44,8 +43,9 @@ DESCRIPTION = (
     "With `Accept: text/event-stream` the same URL streams server-sent events (`id:`, "
     "`event:`, `data:` the event's JSON) after `Last-Event-ID` (else `after`, else from now), "
     "with a comment line at least every 15 seconds, for EVENT_STREAM_SECONDS, ending with a "
-    "`retry:` hint; a process holds at most EVENT_STREAMS streams (503 with Retry-After "
-    "beyond). `limit` does not apply to a stream."
+    "`retry:` hint (also after 1,000 already written events: reconnect with Last-Event-ID); "
+    "a process holds at most EVENT_STREAMS streams, one caller at most half of them (503 "
+    "with Retry-After beyond). `limit` does not apply to a stream."
 )
 
 
@@ -74,38 +74,55 @@ def list_events():
     query = feed.parse_query(request.args.to_dict())
     resume = request.headers.get("Last-Event-ID")  # checked whichever answer is asked for
     resume = None if resume is None else feed.parse_last_event_id(resume)
-    viewer, store = current_caller().viewer, get_store()
+    caller, store = current_caller(), get_store()
     try:
         if negotiate((JSON, STREAM)) == STREAM:
-            return _stream(store, viewer, query, resume)
-        return _page(
-            *feed.list_events(store, viewer, query["after"], query["limit"], query["types"]), query
-        )
+            return _stream(store, caller, query, resume)
+        found = feed.list_events(store, caller.viewer, *map(query.get, ("after", "limit", "types")))
+        return _page(*found, query)
     except feed.Pruned as error:
         raise Gone(error.detail) from None
 
 
-def _stream(store, viewer, query, resume: int | None):
-    config = current_app.config
+def _stream(store, caller, query, resume: int | None):
     after = resume if resume is not None else query["after"]
     cursor = feed.start_of_stream(store, after)
-    slots = current_app.extensions["event_streams"]
-    if not slots.take(config["EVENT_STREAMS"] or OTHER_SERVERS):
+    streams = get_runtime().streams
+    if not streams.open(caller.key):
         raise with_headers(
             Busy(
-                "This process holds as many event streams as it may (EVENT_STREAMS); retry "
-                "later, or poll GET /events with after."
+                "No event stream is free for you in this process (EVENT_STREAMS; one caller "
+                "holds at most half of them); retry later, or poll GET /events with after."
             ),
             {"Retry-After": RETRY_AFTER},
         )
-    body = feed.stream(store, viewer, cursor, query["types"], config)
+    body = feed.stream(
+        store,
+        caller.viewer,
+        cursor,
+        query["types"],
+        current_app.config,
+        streams,
+        _checker(store, request.headers),
+        from_cursor=after is not None,
+    )
     # no cache or proxy may buffer or keep it
     headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no", "Vary": "Accept"}
     response = Response(body, mimetype=STREAM, headers=headers)
-    response.call_on_close(slots.give)  # however the stream ends, even before it started
+    response.call_on_close(lambda: streams.release(caller.key))  # even before it started
     return response
 
 
-@bp.record_once
-def _setup(state) -> None:
-    state.app.extensions["event_streams"] = feed.Slots()
+def _checker(store, headers):
+    """Whether the request's credentials still stand for a caller with the scope read."""
+    key, secret = headers.get("X-API-Key"), services().token_secret
+    token = headers.get("Authorization", "").strip().partition(" ")[2].strip()
+
+    def allowed() -> bool:
+        if key is not None:
+            caller = credentials.caller_from_key(store, key.strip())
+        else:
+            caller = credentials.caller_from_token(store, token, secret)
+        return caller is not None and "read" in caller.scopes
+
+    return allowed

@@ -48,6 +48,7 @@ class Services:
         self.openapi: dict | None = None  # the OpenAPI document, built once, on first use
         self._here: tuple | None = None  # (process id, usage tracker, token secret)
         self.take_logs = not logs.operator_configured()  # else the operator's handlers write
+        self.runtime: _Runtime | None = None  # TEMPORARY shim, see get_runtime
 
     def _process(self) -> tuple:
         pid = os.getpid()
@@ -86,9 +87,9 @@ class Services:
 
     def close(self) -> None:
         """Write this process's pending usage counts; close its connections (idempotent)."""
-        from .. import delivery  # not at import: server.py sets up the metrics first
-
-        delivery.stop_for(self, wait=2)  # its webhook worker, once its attempts are recorded
+        runtime = self.runtime
+        if runtime is not None and runtime.pid == os.getpid():
+            runtime.close()
         here = self._here
         if here is not None and here[0] == os.getpid():
             here[1].stop()
@@ -108,6 +109,32 @@ def services(app=None) -> Services:
 
 def get_store() -> Store:
     return services().store
+
+
+class _Runtime:
+    """TEMPORARY shim until the lead's runtime.py: this process's streams and webhook worker."""
+
+    def __init__(self, ext: Services):
+        from .. import delivery, feed  # not at import: serve sets up the metrics first
+
+        self.pid = os.getpid()
+        self.streams = feed.Streams(ext.config["EVENT_STREAMS"] or 4)
+        self.deliverer = delivery.Deliverer(ext.config, ext.store).start()
+
+    def close(self) -> None:
+        self.streams.end()
+        self.deliverer.close()
+
+
+def get_runtime(app=None) -> _Runtime:
+    """TEMPORARY shim: this process's runtime of `app` (default: the current one)."""
+    ext = services(app)
+    if ext.runtime is None or ext.runtime.pid != os.getpid():
+        ext.store  # noqa: B018  (migrated before the worker starts; takes the lock below)
+        with _locks.setdefault(os.getpid(), threading.Lock()):
+            if ext.runtime is None or ext.runtime.pid != os.getpid():
+                ext.runtime = _Runtime(ext)
+    return ext.runtime
 
 
 def wsgi_middleware(app, config):
@@ -157,7 +184,6 @@ def _trusted(address: str | None, networks: list) -> bool:
 
 def start_request():
     """The first hook: request id, logging, framing, the caller (authenticated once)."""
-    from .. import delivery  # not at import: serve sets up prometheus-client's metrics first
     from .caller import peek_caller
 
     ext, state, req = services(), g._get_current_object(), request._get_current_object()
@@ -179,7 +205,7 @@ def start_request():
     # every serving process delivers webhooks; its worker starts once this process migrated
     # the schema (`store`), never racing the migration (a new file's WAL switch needs it alone)
     ext.store  # noqa: B018
-    delivery.ensure(ext, current_app.config)
+    get_runtime()
     caller = peek_caller() if req.endpoint not in (None, *UNCHARGED) else None
     if caller is not None:
         ext.usage.hit(caller)  # once per request, before /me reads it
@@ -223,8 +249,10 @@ def finish_request(response):
 def end_request(error=None) -> None:
     """The teardown: the request's database connection goes back to the store's pool; events
     it committed wake this process's streams and webhook worker at once."""
-    from .. import delivery, events
+    from .. import events
 
     if events.committed(services().store):
-        delivery.wake()
+        runtime = get_runtime()
+        runtime.deliverer.wake()
+        runtime.streams.notify()
     logs.request_id.set("-")
