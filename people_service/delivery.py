@@ -1,6 +1,7 @@
 """Webhook delivery: a thread per process claims due deliveries as senders come free; each
 attempt is signed, posted and recorded as it ends."""
 
+import functools
 import http.client
 import json
 import logging
@@ -81,7 +82,10 @@ class Deliverer:
         self.pruned_at = 0.0
         self.thread: threading.Thread | None = None
         self.senders = ThreadPoolExecutor(SENDERS, thread_name_prefix="webhook")
-        self.tls = ssl.create_default_context()
+
+    @functools.cached_property
+    def tls(self) -> ssl.SSLContext:
+        return ssl.create_default_context()
 
     def start(self) -> "Deliverer":
         self.thread = threading.Thread(target=self.run, name="webhook-delivery", daemon=True)
@@ -140,20 +144,22 @@ class Deliverer:
             capped = [hook for hook, count in self.flight.items() if count >= PER_RECEIVER]
             free = SENDERS - self.flight.total()
             self.due = None  # what senders record from now on counts (see send)
-        token = uuid.uuid4().hex
-        claimed = self.store.claim_deliveries(token, now, self.lease, free, capped)
-        extra = []
-        with self.changed:
-            for row in claimed:
-                if self.flight[row["webhook_id"]] < PER_RECEIVER:
-                    self.flight[row["webhook_id"]] += 1
-                    self.senders.submit(self.send, row, token)
-                else:
-                    extra.append(row)
-            capped = [hook for hook, count in self.flight.items() if count >= PER_RECEIVER]
-        if extra:  # back as they were, unspent: their webhook's turn comes when one ends
-            self.store.release_deliveries(token, extra)
-        due = now if len(claimed) == free else self.store.next_delivery_at(capped)
+        due = self.store.next_delivery_at(capped)  # the cheap look first: a read
+        if due is not None and due <= now:
+            token, extra = uuid.uuid4().hex, []
+            claimed = self.store.claim_deliveries(token, now, self.lease, free, capped)
+            with self.changed:
+                for row in claimed:
+                    hook = row["webhook_id"]
+                    if self.closing or self.flight[hook] >= PER_RECEIVER:
+                        extra.append(row)
+                    else:
+                        self.flight[hook] += 1
+                        self.senders.submit(self.send, row, token)
+                capped = [hook for hook, count in self.flight.items() if count >= PER_RECEIVER]
+            if extra:  # back as they were, unspent: their webhook's turn comes when one ends
+                self.store.release_deliveries(token, extra)
+            due = now if len(claimed) == free else self.store.next_delivery_at(capped)
         with self.changed:
             self.due = min((x for x in (due, self.due) if x is not None), default=None)
 
@@ -178,7 +184,7 @@ class Deliverer:
         finally:
             with self.changed:
                 hook = row["webhook_id"]
-                if self.flight[hook] >= PER_RECEIVER:
+                if outcome is None or self.flight[hook] >= PER_RECEIVER:
                     self.woken = True  # its waiting deliveries may go now
                 self.flight[hook] -= 1
                 if not self.flight[hook]:
@@ -226,9 +232,8 @@ class Deliverer:
 
     def prune(self, now: float) -> None:
         """Retention: events and finished deliveries older than EVENT_RETENTION_DAYS go."""
-        before = now - self.config["EVENT_RETENTION_DAYS"] * 86_400
-        self.store.prune_events(before)
-        self.pruned_at = now
+        self.pruned_at = now  # tried: again in an hour, whatever happens
+        self.store.prune_events(now - self.config["EVENT_RETENTION_DAYS"] * 86_400)
 
 
 def observe(store) -> None:

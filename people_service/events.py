@@ -2,14 +2,16 @@
 
 import threading
 
-TYPES = (
-    "person.created",
-    "person.updated",
-    "person.deleted",
-    "friendship.created",
-    "friendship.deleted",
-    "message.created",
-)
+PERSON = "The person as GET /person/{id} answers it, after the change."
+FRIENDSHIP = '{"person_id": "1", "friend_id": "2"}'  # the path's id, and the other
+TYPES = {  # each type and its `data`
+    "person.created": PERSON,
+    "person.updated": PERSON,
+    "person.deleted": '{"id": "17"}',
+    "friendship.created": FRIENDSHIP,
+    "friendship.deleted": FRIENDSHIP,
+    "message.created": "The message as POST /message answers it.",
+}
 UNKNOWN_TYPE = f"Unknown event type. Use {', '.join(TYPES)}."
 
 _recorded = threading.local()  # whether this thread's transaction recorded events
