@@ -5,7 +5,7 @@ import re
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 from marshmallow import EXCLUDE, Schema, ValidationError, fields
 
@@ -98,14 +98,6 @@ def list_events(store, viewer: Viewer, after: int | None, limit: int, types=()) 
     return found[:limit], len(found) > limit
 
 
-def start_of_stream(store, after: int | None) -> int:
-    """The cursor a stream starts after: `after` if kept (else Pruned), or now."""
-    if after is None:
-        return store.latest_event_id()  # ids of later commits are larger (store.insert_event)
-    check_kept(store, after)
-    return after
-
-
 def sse(event: dict) -> str:
     """One event as a server-sent event: id, event type and the event's JSON on one line."""
     data = json.dumps(event, ensure_ascii=False, separators=(",", ":"))
@@ -113,20 +105,15 @@ def sse(event: dict) -> str:
 
 
 def stream(
-    store,
-    viewer: Viewer,
-    cursor: int,
-    types: tuple,
-    config: dict,
-    streams: "Streams",
-    allowed: Callable[[], bool],
-    from_cursor: bool = False,
+    store, viewer: Viewer, cursor: int | None, types: tuple, config: dict, streams, allowed
 ) -> Iterator[str]:
-    """The events after `cursor` as they are committed, for EVENT_STREAM_SECONDS, a comment at
-    least every EVENT_HEARTBEAT_SECONDS (a client that left is noticed at the next write), then
-    a `retry:` hint. Ends when `allowed()` (the caller checked again) is False, after BACKLOG
-    already written events `from_cursor`, and at once when `streams` end."""
-    heartbeat = config["EVENT_HEARTBEAT_SECONDS"]
+    """The events after `cursor` (None: from now) as they are committed, for
+    EVENT_STREAM_SECONDS, a comment at least every EVENT_HEARTBEAT_SECONDS (a client that left
+    is noticed at the next write), then a `retry:` hint. Ends when `allowed()` (the caller
+    checked again) is False, after BACKLOG events written before it from a cursor, and at once
+    when `streams` end."""
+    from_cursor, heartbeat = cursor is not None, config["EVENT_HEARTBEAT_SECONDS"]
+    cursor = store.latest_event_id() if cursor is None else cursor
     written = checked = time.monotonic()
     deadline, sent = written + config["EVENT_STREAM_SECONDS"], 0
     yield f": events after {cursor}\n\n"  # the headers go out now, whatever happens next

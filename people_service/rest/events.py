@@ -85,8 +85,8 @@ def list_events():
 
 
 def _stream(store, caller, query, resume: int | None):
-    after = resume if resume is not None else query["after"]
-    cursor = feed.start_of_stream(store, after)
+    cursor = resume if resume is not None else query["after"]
+    feed.check_kept(store, cursor)
     streams = get_runtime().streams
     if not streams.open(caller.key):
         raise with_headers(
@@ -96,16 +96,8 @@ def _stream(store, caller, query, resume: int | None):
             ),
             {"Retry-After": RETRY_AFTER},
         )
-    body = feed.stream(
-        store,
-        caller.viewer,
-        cursor,
-        query["types"],
-        current_app.config,
-        streams,
-        _checker(store, request.headers),
-        from_cursor=after is not None,
-    )
+    allowed, config = _checker(store, request.headers), current_app.config
+    body = feed.stream(store, caller.viewer, cursor, query["types"], config, streams, allowed)
     # no cache or proxy may buffer or keep it
     headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no", "Vary": "Accept"}
     response = Response(body, mimetype=STREAM, headers=headers)
