@@ -2,7 +2,10 @@
 verified with the Standard Webhooks reference library."""
 
 import json
+import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -165,7 +168,7 @@ def test_only_the_types_it_names_and_only_events_after_it(client, admin, receive
 
 
 def test_retries_keep_the_id_follow_the_schedule_then_fail_and_retry_sends_again(
-    client, admin, receiver
+    client, admin, receiver, caplog
 ):
     receiver.answer = lambda request: 500
     hook = create(client, admin, receiver.url)
@@ -180,6 +183,8 @@ def test_retries_keep_the_id_follow_the_schedule_then_fail_and_retry_sends_again
     assert failed[0]["attempts"] == 3 and failed[0]["last_status_code"] == 500
     assert failed[0]["last_error"] == "answered 500"
     assert len(receiver.requests) == 3  # failed: nothing after the schedule
+    gave_up = wait_for(lambda: [r for r in caplog.records if r.name == "people_service.delivery"])
+    assert len(gave_up) == 1 and "answered 500" in gave_up[0].getMessage()  # one line
     receiver.answer = lambda request: 200
     event_id = failed[0]["event_id"]
     answer = client.post(f"/webhooks/{hook['id']}/deliveries/{event_id}/retry", headers=admin)
@@ -568,3 +573,22 @@ def test_an_idle_process_without_webhooks_queries_nothing(tmp_path):
     finally:
         server.close()
         close_app(app)
+
+
+def test_deliver_alone_sends_what_is_pending_and_stops_on_sigterm(tmp_path, spawn):
+    receiver = Receiver()
+    db = database(tmp_path)
+    try:
+        secret = cli_webhook(db, receiver.url)
+        store = open_store(db)
+        with store.transaction():
+            store.insert_event("person.deleted", {"id": "1"})
+        store.close()
+        env = {**os.environ, "PEOPLE_SERVICE_SECRET_KEY": "x" * 32, **hook_env()}
+        command = [sys.executable, "-m", "people_service.cli", "deliver", "--db", str(db)]
+        worker = spawn(command, env=env, stderr=subprocess.PIPE, text=True)
+        verify(secret, receiver.wait(1)[0])
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(10) == 0
+    finally:
+        receiver.close()
