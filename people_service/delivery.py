@@ -101,10 +101,13 @@ class Deliverer:
     def close(self, wait: float = 2.0) -> None:
         """Claim nothing more; wait up to `wait` seconds for the attempts under way to be
         recorded (one cut short is sent again when its claim ends)."""
+        deadline = time.monotonic() + wait
         with self.changed:
             self.closing = True
             self.changed.notify_all()
             self.changed.wait_for(lambda: not self.flight, wait)
+        if self.thread is not None and self.thread is not threading.current_thread():
+            self.thread.join(max(0, deadline - time.monotonic()))  # its query ends first
         self.senders.shutdown(wait=False)
 
     def run(self) -> None:
