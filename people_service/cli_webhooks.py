@@ -56,8 +56,8 @@ def deliver():
     """Deliver webhooks until SIGTERM or SIGINT (beside the serving processes, or alone)."""
     from . import delivery
 
-    opened().close()  # the schema is up to date before the worker starts
-    worker, stop = delivery.Deliverer(settings()), threading.Event()
+    store = opened()  # the schema is up to date before the worker starts
+    worker, stop = delivery.Deliverer(settings(), store), threading.Event()
     for number in (signal.SIGTERM, signal.SIGINT):
         signal.signal(number, lambda *_: stop.set())
     worker.start()
@@ -65,4 +65,5 @@ def deliver():
     while not stop.wait(1):
         if not worker.thread.is_alive():
             raise Fail("the delivery thread ended")
-    worker.stop(wait=worker.timeout + 2)
+    worker.close(wait=worker.timeout + 2)
+    store.close()

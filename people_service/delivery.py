@@ -1,15 +1,16 @@
-"""Webhook delivery: a thread per process claims due deliveries, signs, posts, records."""
+"""Webhook delivery: a thread per process claims due deliveries as senders come free; each
+attempt is signed, posted and recorded as it ends."""
 
+import functools
+import http.client
 import json
 import logging
-import os
-import re
 import socket
 import ssl
 import threading
 import time
 import uuid
-import weakref
+from collections import Counter as Tally
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from urllib.parse import SplitResult
@@ -19,18 +20,15 @@ from standardwebhooks.webhooks import Webhook
 
 from .config import retry_schedule
 from .errors import ServiceError
-from .store import iso, open_store
 from .store.events import event_out
 from .webhooks import target
 
 log = logging.getLogger("people_service.delivery")
 
-POLL_SECONDS = 1.0  # an idle worker looks for due deliveries this often (one query)
-PER_HOST = 4  # attempts one process sends to one receiver at once
-SENDERS = 64  # attempts sent at once by one process; a claim takes at most this many
-MAX_ANSWER = 4096  # bytes of a receiver's answer read at most: its status line is enough
+SENDERS = 32  # attempts one process sends at once
+PER_RECEIVER = 4  # attempts one process sends to one webhook at once; the rest wait, unspent
 PRUNE_SECONDS = 3600  # how often a worker removes what retention no longer keeps
-STATUS_LINE = re.compile(rb"HTTP/1\.[01] ([1-5][0-9][0-9])[ \r]")
+PAUSE_SECONDS = 5  # how long a worker waits for a database that did not answer
 OUTCOMES = {"succeeded": "succeeded", "pending": "retrying", "failed": "failed"}  # metric labels
 
 DELIVERIES = Counter(
@@ -50,146 +48,160 @@ OLDEST = Gauge(
 )
 
 
-def _within(sock: socket.socket, deadline: float) -> None:
-    left = deadline - time.monotonic()
-    if left <= 0:
-        raise TimeoutError("no answer within WEBHOOK_TIMEOUT")
-    sock.settimeout(left)
-
-
-def post(url: SplitResult, address: str, body: bytes, headers: dict, timeout: float) -> int:
-    """POST `body` to `url` at its checked `address` (TLS for its name) within `timeout` seconds
-    all told; the answer's status. Reads a few KiB at most, follows nothing; raises OSError."""
-    deadline = time.monotonic() + timeout
+def post(url: SplitResult, address: str, body: bytes, headers: dict, timeout: float, tls) -> int:
+    """POST `body` to `url` at its checked `address` (TLS verified for the URL's host); the
+    answer's status. Follows nothing; raises OSError or http.client.HTTPException."""
     port = url.port or (443 if url.scheme == "https" else 80)
     sock = socket.create_connection((address, port), timeout=timeout)
+    if url.scheme == "https":
+        sock = tls.wrap_socket(sock, server_hostname=url.hostname)
+    conn = http.client.HTTPConnection(url.hostname, port, timeout=timeout)
+    conn.sock = sock  # connected to the address checked: no second resolution
     try:
-        if url.scheme == "https":
-            _within(sock, deadline)
-            sock = ssl.create_default_context().wrap_socket(sock, server_hostname=url.hostname)
         path = (url.path or "/") + (f"?{url.query}" if url.query else "")
-        head = [f"POST {path} HTTP/1.1", f"Host: {url.netloc}"]  # no credentials: checked
-        head += [f"{name}: {value}" for name, value in headers.items()]
-        head += [f"Content-Length: {len(body)}", "Connection: close", "", ""]
-        _within(sock, deadline)
-        sock.sendall("\r\n".join(head).encode("ascii") + body)
-        answer = b""
-        while b"\n" not in answer and len(answer) < MAX_ANSWER:
-            _within(sock, deadline)
-            chunk = sock.recv(MAX_ANSWER - len(answer))
-            if not chunk:
-                break
-            answer += chunk
+        conn.request("POST", path, body, {"Host": url.netloc, **headers})
+        return conn.getresponse().status
     finally:
-        sock.close()
-    match = STATUS_LINE.match(answer)
-    if match is None:
-        raise ConnectionError("the answer is not HTTP/1.x")
-    return int(match.group(1))
+        conn.close()
 
 
 class Deliverer:
-    """Delivers the due webhooks of one database from this process, in a thread of its own."""
+    """Delivers the due webhooks of `store` from this process. It sleeps while nothing is due:
+    wake() after a commit, a timer for the next retry or claim that ends."""
 
-    def __init__(self, config: dict, store=None, *, clock=time.time):
-        self.config, self.clock = config, clock
+    def __init__(self, config: dict, store, *, clock=time.time):
+        self.config, self.store, self.clock = config, store, clock
         self.timeout = config["WEBHOOK_TIMEOUT"]
         self.schedule = retry_schedule(config["WEBHOOK_RETRY_SCHEDULE"])
         # a claim outlives its attempt, yet ends soon after: a dead process's work goes on
         self.lease = self.timeout + min(15, self.timeout + 2)
-        self.pid = os.getpid()
-        self.wakeup, self.stopping = threading.Event(), threading.Event()
-        self.pruned_at, self.full = 0.0, False
-        self.paused: str | None = None  # why the database did not answer, while it does not
+        self.changed = threading.Condition()
+        self.flight: Tally = Tally()  # attempts under way, by webhook
+        self.woken = self.closing = False
+        self.due: float | None = None  # when a delivery falls due next, as far as known
+        self.pruned_at = 0.0
         self.thread: threading.Thread | None = None
-        self._store = store
-        self._threads: ThreadPoolExecutor | None = None  # the attempts and their look-ups
-        self._receivers: dict[tuple, threading.Semaphore] = {}
+        self.senders = ThreadPoolExecutor(SENDERS, thread_name_prefix="webhook")
 
-    @property
-    def store(self):
-        if self._store is None:  # opened by the process and thread that use it
-            self._store = open_store(self.config["DATABASE"])
-        return self._store
+    @functools.cached_property
+    def tls(self) -> ssl.SSLContext:
+        return ssl.create_default_context()
 
     def start(self) -> "Deliverer":
         self.thread = threading.Thread(target=self.run, name="webhook-delivery", daemon=True)
         self.thread.start()
         return self
 
-    def run(self) -> None:
-        """Deliver until stop(): at once while work is due, else after a wake() or a second."""
-        while not self.stopping.is_set():
-            try:
-                busy = self.round()
-                self.paused = None
-            except ServiceError as exc:  # the database cannot answer now: said once, retried
-                if self.paused != exc.detail:
-                    log.warning("webhook delivery waits for the database: %s", exc.detail)
-                self.paused, busy = exc.detail, 0
-            except Exception:  # a bug: the next round retries
-                log.exception("webhook delivery failed; retrying")
-                busy = 0
-            if not busy:
-                self.wakeup.wait(POLL_SECONDS)
-                self.wakeup.clear()
+    def wake(self) -> None:
+        """A commit happened in this process: look for due deliveries now."""
+        with self.changed:
+            self.woken = True
+            self.changed.notify_all()
 
-    def stop(self, wait: float = 0) -> None:
+    def close(self, wait: float = 2.0) -> None:
         """Claim nothing more; wait up to `wait` seconds for the attempts under way to be
-        recorded (an attempt cut short by the exit is sent again when its claim ends)."""
-        self.stopping.set()
-        self.wakeup.set()
-        thread = self.thread
-        if thread is not None and thread is not threading.current_thread() and wait:
-            thread.join(wait)
-        if thread is None or not thread.is_alive():
-            if self._threads is not None:
-                self._threads.shutdown(wait=False)
-            if self._store is not None and self.pid == os.getpid():
-                self._store.close()
+        recorded (one cut short is sent again when its claim ends)."""
+        deadline = time.monotonic() + wait
+        with self.changed:
+            self.closing = True
+            self.changed.notify_all()
+            self.changed.wait_for(lambda: not self.flight, wait)
+        if self.thread is not None and self.thread is not threading.current_thread():
+            self.thread.join(max(0, deadline - time.monotonic()))  # its query ends first
+        self.senders.shutdown(wait=False)
 
-    def wake(self) -> None:  # TEMP adapter until the events rebuild lands
-        self.wakeup.set()
+    def run(self) -> None:
+        paused = None
+        while self._next():
+            try:
+                self.round()
+                paused = None
+            except ServiceError as exc:  # the database cannot answer now: said once
+                if paused != exc.detail:
+                    log.warning("webhook delivery waits for the database: %s", exc.detail)
+                paused, self.due = exc.detail, self.clock() + PAUSE_SECONDS
+            except Exception:  # a bug: look again later
+                log.exception("webhook delivery failed; retrying")
+                self.due = self.clock() + PAUSE_SECONDS
 
-    def close(self, wait: float = 0) -> None:  # TEMP adapter
-        self.stop(wait)
+    def _next(self) -> bool:
+        """Wait until a sender is free and work may be due; False once closing."""
+        with self.changed:
+            while not self.closing:
+                free = self.flight.total() < SENDERS
+                now = self.clock()
+                when = min(self.due or now + PRUNE_SECONDS, self.pruned_at + PRUNE_SECONDS)
+                if free and (self.woken or when <= now):
+                    self.woken = False
+                    return True
+                self.changed.wait(when - now if free else None)
+            return False
 
-    def round(self) -> int:
-        """One look for due work: claim, send at once, record. How many were attempted."""
+    def round(self) -> None:
+        """Claim as many due deliveries as there are free senders, hand each to one, and learn
+        when the next falls due."""
         now = self.clock()
         if now - self.pruned_at >= PRUNE_SECONDS:
             self.prune(now)
-        # the cheap look first, unless the last claim was full (more is surely due)
-        if not self.full and not self.store.delivery_due(now):
-            return 0
-        token = uuid.uuid4().hex
-        claimed = self.store.claim_deliveries(token, now, self.lease, SENDERS)
-        self.full = len(claimed) == SENDERS
-        if not claimed:
-            return 0
-        if self._threads is None:  # as many again for the attempts' look-ups
-            self._threads = ThreadPoolExecutor(2 * SENDERS, thread_name_prefix="webhook")
-        outcomes = list(self._threads.map(self.attempt, claimed))
-        self.store.record_deliveries(token, outcomes, self.clock())
-        for outcome in outcomes:
-            if outcome.get("sent", True):
-                DELIVERIES.labels(OUTCOMES[outcome["status"]]).inc()
-        return len(claimed)
+        with self.changed:
+            capped = [hook for hook, count in self.flight.items() if count >= PER_RECEIVER]
+            free = SENDERS - self.flight.total()
+            self.due = None  # what senders record from now on counts (see send)
+        due = self.store.next_delivery_at(capped)  # the cheap look first: a read
+        if due is not None and due <= now:
+            token, extra = uuid.uuid4().hex, []
+            claimed = self.store.claim_deliveries(token, now, self.lease, free, capped)
+            with self.changed:
+                for row in claimed:
+                    hook = row["webhook_id"]
+                    if self.closing or self.flight[hook] >= PER_RECEIVER:
+                        extra.append(row)
+                    else:
+                        self.flight[hook] += 1
+                        self.senders.submit(self.send, row, token)
+                capped = [hook for hook, count in self.flight.items() if count >= PER_RECEIVER]
+            if extra:  # back as they were, unspent: their webhook's turn comes when one ends
+                self.store.release_deliveries(token, extra)
+            due = now if len(claimed) == free else self.store.next_delivery_at(capped)
+        with self.changed:
+            self.due = min((x for x in (due, self.due) if x is not None), default=None)
+
+    def send(self, row: dict, token: str) -> None:
+        """Send one claimed delivery and record its outcome (a sender's work)."""
+        outcome = None
+        try:
+            outcome = self.attempt(row)
+            self.store.record_delivery(token, outcome, self.clock())
+            DELIVERIES.labels(OUTCOMES[outcome["status"]]).inc()
+            if outcome["status"] == "failed":
+                log.warning(
+                    "webhook %s gave up on event %s after %s attempts: %s",
+                    row["webhook_id"],
+                    row["id"],
+                    outcome["attempts"],
+                    outcome["error"],
+                )
+        except Exception:  # not recorded: sent again when its claim ends
+            log.exception("webhook %s: event %s not recorded", row["webhook_id"], row["id"])
+            outcome = None
+        finally:
+            with self.changed:
+                hook = row["webhook_id"]
+                if outcome is None or self.flight[hook] >= PER_RECEIVER:
+                    self.woken = True  # its waiting deliveries may go now
+                self.flight[hook] -= 1
+                if not self.flight[hook]:
+                    del self.flight[hook]
+                if outcome is not None and outcome["status"] == "pending":
+                    retry = outcome["next_attempt_at"]
+                    self.due = retry if self.due is None else min(self.due, retry)
+                self.changed.notify_all()
 
     def attempt(self, row: dict) -> dict:
         """Send one claimed delivery; what to record of it."""
         status_code, error = None, None
-        started = time.monotonic()
         try:
-            # getaddrinfo has no timeout of its own: a hung resolver costs a thread, never
-            # the claim (which ends 15 s after the attempt's time at the latest)
-            looked_up = self._threads.submit(
-                target, row["url"], self.config["WEBHOOK_ALLOW_PRIVATE"]
-            )
-            try:
-                to = looked_up.result(timeout=self.timeout)
-            except TimeoutError:
-                raise TimeoutError("the host's name did not resolve in time") from None
+            to = target(row["url"], self.config["WEBHOOK_ALLOW_PRIVATE"])
             if to is None:
                 raise ConnectionError("the host does not resolve")
             body, msg_id = json.dumps(event_out(row), separators=(",", ":")), str(row["id"])
@@ -204,34 +216,13 @@ class Deliverer:
                 "webhook-timestamp": str(int(stamp.timestamp())),
                 "webhook-signature": " ".join(Webhook(k).sign(msg_id, stamp, body) for k in keys),
             }
-            # a few attempts at a time per receiver: a burst of connections would overflow its
-            # listen queue, and each dropped connection waits a second for its next SYN
-            # WEBHOOK_TIMEOUT counts the look-up and the sending, not the wait for a turn; a
-            # turn comes early enough that the sending ends within the claim
-            spent = time.monotonic() - started
-            gate = self._receivers.setdefault((to[1], to[0].port), threading.Semaphore(PER_HOST))
-            turn_by = started + self.lease - self.timeout - 1
-            if not gate.acquire(timeout=max(0, turn_by - time.monotonic())):
-                # never sent: back in the queue as it was, due now; no attempt is spent on
-                # our own queue (a slow receiver would otherwise fail deliveries it never saw)
-                return {
-                    **row,
-                    "status": "pending",
-                    "status_code": row["last_status_code"],
-                    "error": row["last_error"],
-                    "next_attempt_at": self.clock(),
-                    "sent": False,
-                }
-            try:
-                status_code = post(*to, body.encode(), headers, max(0.1, self.timeout - spent))
-            finally:
-                gate.release()
+            status_code = post(*to, body.encode(), headers, self.timeout, self.tls)
             if not 200 <= status_code < 300:
                 followed = " (redirects are not followed)" if 300 <= status_code < 400 else ""
                 error = f"answered {status_code}{followed}"
         except ValueError as exc:  # the address rules
             error = f"refused: {exc}"
-        except OSError as exc:  # ssl.SSLError too
+        except (OSError, http.client.HTTPException) as exc:  # ssl.SSLError, timeouts too
             error = (str(exc) or type(exc).__name__)[:200]
         attempts, now = row["attempts"] + 1, self.clock()
         outcome = {**row, "attempts": attempts, "status_code": status_code, "error": error}
@@ -239,53 +230,13 @@ class Deliverer:
             return {**outcome, "status": "succeeded", "next_attempt_at": now}
         if attempts > len(self.schedule):
             return {**outcome, "status": "failed", "next_attempt_at": now}
-        delay = self.schedule[attempts - 1]
-        return {**outcome, "status": "pending", "next_attempt_at": now + delay}
+        later = now + self.schedule[attempts - 1]
+        return {**outcome, "status": "pending", "next_attempt_at": later}
 
     def prune(self, now: float) -> None:
         """Retention: events and finished deliveries older than EVENT_RETENTION_DAYS go."""
-        before = now - self.config["EVENT_RETENTION_DAYS"] * 86_400
-        self.store.prune_events(iso(before), before)
-        self.pruned_at = now
-
-
-# The worker of each app in this process (a fork's child starts its own: the pid differs)
-_workers: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-_lock = threading.Lock()
-
-
-def ensure(owner, config: dict) -> Deliverer:
-    """The running worker of `owner` (an app's services) in this process, started if need be;
-    it stops when `owner` is collected or stop_for(owner) is called."""
-    with _lock:
-        worker = _workers.get(owner)
-        if worker is None or worker.pid != os.getpid():
-            worker = _workers[owner] = Deliverer(config).start()
-            weakref.finalize(owner, worker.stop)
-    return worker
-
-
-def stop_for(owner, wait: float = 0) -> None:
-    """Stop the worker of `owner` in this process, if it runs."""
-    with _lock:
-        worker = _workers.pop(owner, None)
-    if worker is not None and worker.pid == os.getpid():
-        worker.stop(wait)
-
-
-def wake() -> None:
-    """A change was committed in this process: its workers look for work now (the seam for
-    the in-process event notification; without a call, they find it within POLL_SECONDS)."""
-    for worker in list(_workers.values()):
-        worker.wakeup.set()
-
-
-def _after_fork() -> None:
-    global _lock
-    _lock = threading.Lock()  # another thread may have held the parent's at the fork
-
-
-os.register_at_fork(after_in_child=_after_fork)
+        self.pruned_at = now  # tried: again in an hour, whatever happens
+        self.store.prune_events(now - self.config["EVENT_RETENTION_DAYS"] * 86_400)
 
 
 def observe(store) -> None:

@@ -1,10 +1,10 @@
 """The event feed: pages of events after a cursor, and the same as a server-sent event stream."""
 
 import json
-import os
 import re
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 
 from marshmallow import EXCLUDE, Schema, ValidationError, fields
@@ -20,7 +20,10 @@ TYPE = "(" + "|".join(re.escape(name) for name in events.TYPES) + ")"
 TYPES_PATTERN = f"^{TYPE}(,{TYPE})*$"
 TYPES_RULE = f"Use a comma list of {', '.join(events.TYPES)}."
 BATCH = 100  # events a stream reads per query
+BACKLOG = 1000  # already written events a stream from a cursor sends before it ends
 RETRY_MS = 1000  # the `retry:` hint a stream ends with: reconnect a second later
+# an idle stream looks for other processes' events and checks its caller: one query a second
+POLL_SECONDS, CHECK_SECONDS = 1.25, 5.0
 
 
 class FeedQuerySchema(Schema):
@@ -95,75 +98,88 @@ def list_events(store, viewer: Viewer, after: int | None, limit: int, types=()) 
     return found[:limit], len(found) > limit
 
 
-def start_of_stream(store, after: int | None) -> int:
-    """The cursor a stream starts after: `after` if kept (else Pruned), or now."""
-    if after is None:
-        return store.latest_event_id()  # ids of later commits are larger (store.insert_event)
-    check_kept(store, after)
-    return after
-
-
 def sse(event: dict) -> str:
     """One event as a server-sent event: id, event type and the event's JSON on one line."""
     data = json.dumps(event, ensure_ascii=False, separators=(",", ":"))
     return f"id: {event['id']}\nevent: {event['type']}\ndata: {data}\n\n"
 
 
-def stream(store, viewer: Viewer, cursor: int, types: tuple, config: dict) -> Iterator[str]:
-    """The events after `cursor` as they are committed, for EVENT_STREAM_SECONDS, a comment at
-    least every EVENT_HEARTBEAT_SECONDS (a client that left is noticed at the next write), then
-    a `retry:` hint. Ends at once when the process stops serving."""
-    heartbeat, watch = config["EVENT_HEARTBEAT_SECONDS"], events.watch(store)
-    written = time.monotonic()
-    deadline = written + config["EVENT_STREAM_SECONDS"]
+def stream(
+    store, viewer: Viewer, cursor: int | None, types: tuple, config: dict, streams, allowed
+) -> Iterator[str]:
+    """The events after `cursor` (None: from now) as they are committed, for
+    EVENT_STREAM_SECONDS, a comment at least every EVENT_HEARTBEAT_SECONDS (a client that left
+    is noticed at the next write), then a `retry:` hint. Ends when `allowed()` (the caller
+    checked again) is False, after BACKLOG events written before it from a cursor, and at once
+    when `streams` end."""
+    from_cursor, heartbeat = cursor is not None, config["EVENT_HEARTBEAT_SECONDS"]
+    cursor = store.latest_event_id() if cursor is None else cursor
+    written = checked = time.monotonic()
+    deadline, sent = written + config["EVENT_STREAM_SECONDS"], 0
     yield f": events after {cursor}\n\n"  # the headers go out now, whatever happens next
-    while not events.closing():
-        seen = watch.latest  # read before the query: a commit after it wakes the wait
-        found = store.events_after(cursor, BATCH, tuple(types), viewer.filter)
+    while not streams.ended:
+        seen = streams.commits  # read before the query: a commit after it ends the wait
+        found = store.events_after(cursor, BATCH, types, viewer.filter)
+        now = time.monotonic()
+        if found or now - checked >= CHECK_SECONDS:
+            if not allowed():  # after the query: nothing committed after a revocation goes
+                break
+            checked = now
         if found:
-            cursor = int(found[-1]["id"])
+            cursor, sent = int(found[-1]["id"]), sent + len(found)
             yield "".join(map(sse, found))
             written = time.monotonic()
+            if from_cursor and sent >= BACKLOG:
+                break
             if len(found) == BATCH:
                 continue
-        now = time.monotonic()
+        from_cursor = False  # caught up: what comes from now on is live
         if now >= deadline:
             break
-        # one poller a process finds other processes' commits: no query per idle stream
-        if not watch.wait(seen, min(deadline, written + heartbeat) - now):
-            if time.monotonic() - written >= heartbeat:
-                yield ":\n\n"
-                written = time.monotonic()
+        streams.wait(seen, min(deadline, written + heartbeat, now + POLL_SECONDS) - now)
+        if time.monotonic() - written >= heartbeat:
+            yield ":\n\n"
+            written = time.monotonic()
     yield f"retry: {RETRY_MS}\n\n"
 
 
-class Slots:
-    """How many streams this process holds, at most `limit` (counted per process: a fork
-    starts from none)."""
+class Streams:
+    """A process's stream slots (one owner holds at most half, at least one), the wake-up of
+    its streams when this process commits, and their stop signal."""
 
-    pid = 0
-
-    def take(self, limit: int) -> bool:
-        if self.pid != os.getpid():
-            self.pid, self.held = os.getpid(), threading.BoundedSemaphore(limit)
-        return self.held.acquire(blocking=False)
-
-    def give(self) -> None:
-        self.held.release()
-
-
-class Streams:  # TEMP adapter until the events rebuild lands
     def __init__(self, limit: int):
-        self.held = threading.BoundedSemaphore(limit)
+        self.limit, self.share = limit, max(1, limit // 2)
+        self.held: Counter = Counter()
+        self.changed = threading.Condition()
+        self.commits, self.ended = 0, False
 
     def open(self, owner: str) -> bool:
-        return self.held.acquire(blocking=False)
+        """Take a slot for `owner`; False beyond its share or when all are taken."""
+        with self.changed:
+            if self.ended or self.held.total() >= self.limit or self.held[owner] >= self.share:
+                return False
+            self.held[owner] += 1
+            return True
 
     def release(self, owner: str) -> None:
-        self.held.release()
-
-    def end(self) -> None:
-        events.close_streams()
+        with self.changed:
+            self.held[owner] -= 1
+            if self.held[owner] <= 0:
+                del self.held[owner]
 
     def notify(self) -> None:
-        pass
+        """This process committed events: waiting streams look now."""
+        with self.changed:
+            self.commits += 1
+            self.changed.notify_all()
+
+    def end(self) -> None:
+        """End every open stream at once (the server stops; clients resume)."""
+        with self.changed:
+            self.ended = True
+            self.changed.notify_all()
+
+    def wait(self, seen: int, timeout: float) -> None:
+        """Until a commit after `seen`, the end, or `timeout` seconds."""
+        with self.changed:
+            self.changed.wait_for(lambda: self.commits != seen or self.ended, max(0, timeout))

@@ -11,19 +11,21 @@ from marshmallow import Schema, fields, validate
 
 from . import schemas
 from .errors import Invalid, NotFound
-from .events import TYPES
+from .events import TYPES, UNKNOWN_TYPE, made_due
 from .service import page
 from .store import iso
 
 SECRET_PREFIX = "whsec_"
 ROTATION_SECONDS = 24 * 3600  # the previous secret still signs this long after a rotation
 MAX_URL = 2000
+MOST = 100  # webhooks one service keeps
+ALLOW = "set PEOPLE_SERVICE_WEBHOOK_ALLOW_PRIVATE=true to allow it"
 
 
 class WebhookSchema(Schema):
-    url = schemas.text(MAX_URL, 1, required=True)
+    url = schemas.text(MAX_URL, 1, required=True, metadata={"pattern": "^https?://"})
     events = fields.List(
-        fields.String(validate=validate.OneOf(TYPES, error="Unknown event type.")),
+        fields.String(validate=validate.OneOf(TYPES, error=UNKNOWN_TYPE)),
         allow_none=True,
         validate=validate.Length(min=1, error="Name at least one event type, or null for all."),
     )
@@ -31,7 +33,7 @@ class WebhookSchema(Schema):
 
 
 class WebhookPatchSchema(WebhookSchema):
-    url = schemas.text(MAX_URL, 1)
+    url = schemas.text(MAX_URL, 1, metadata={"pattern": "^https?://"})
     enabled = fields.Boolean(truthy={True}, falsy={False})
 
 
@@ -39,16 +41,16 @@ create_schema, patch_schema = WebhookSchema(), WebhookPatchSchema()
 
 
 def refused(address: str) -> str | None:
-    """Why an address may not be a webhook's (loopback, private, ...), or None: only global
-    unicast addresses are allowed (an IPv4 inside 6to4, Teredo or a mapped IPv6 included)."""
+    """The kind of address a webhook may not reach (loopback, private, ...), or None: only
+    global unicast addresses (also an IPv4 inside 6to4, Teredo or a mapped IPv6)."""
     ip = ipaddress.ip_address(address.split("%")[0])
     if ip.version == 6:
         ip = ip.ipv4_mapped or ip.sixtofour or (ip.teredo[1] if ip.teredo else None) or ip
     for kind in ("loopback", "private", "link_local", "unspecified", "multicast", "reserved"):
         if getattr(ip, f"is_{kind}"):
-            return f"{kind.replace('_', '-')} address {ip}"
+            return f"{kind.replace('_', '-')} address"
     if not ip.is_global:  # shared (100.64.0.0/10: cloud metadata), benchmarking, ...
-        return f"non-global address {ip}"
+        return "non-global address"
     return None
 
 
@@ -71,7 +73,7 @@ def target(url: str, allow_private: bool) -> tuple[SplitResult, str] | None:
         raise ValueError("Must name a host.")
     name = host.rstrip(".")
     if not allow_private and (name == "localhost" or name.endswith(".localhost")):
-        raise ValueError("Its host is a loopback name (localhost), which is not allowed.")
+        raise ValueError(f"Its host is a loopback name (localhost), not allowed ({ALLOW}).")
     try:
         found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (OSError, UnicodeError):
@@ -80,7 +82,7 @@ def target(url: str, allow_private: bool) -> tuple[SplitResult, str] | None:
     if not allow_private:
         for address in addresses:
             if reason := refused(address):
-                raise ValueError(f"Its host resolves to a {reason}, which is not allowed.")
+                raise ValueError(f"Its host resolves to a {reason}, not allowed ({ALLOW}).")
     return parts, addresses[0]
 
 
@@ -108,8 +110,10 @@ def create_webhook(store, data, config: dict) -> dict:
     loaded = checked(schemas.load(create_schema, data), config)
     secret = new_secret()
     webhook = store.insert_webhook(
-        loaded["url"], loaded.get("events"), loaded.get("description"), secret
+        loaded["url"], loaded.get("events"), loaded.get("description"), secret, MOST
     )
+    if webhook is None:
+        raise Invalid(f"This service has {MOST} webhooks, the most it keeps: delete one first.")
     return {**webhook, "secret": secret}
 
 
@@ -120,7 +124,10 @@ def get_webhook(store, webhook_id) -> dict:
 def update_webhook(store, webhook_id, data, config: dict) -> dict:
     """Change url, events, description or enabled (enabling sends its pending ones now)."""
     loaded = checked(schemas.load(patch_schema, data), config)
-    return _found(store.update_webhook(int(webhook_id), loaded, time.time()))
+    webhook = _found(store.update_webhook(int(webhook_id), loaded, time.time()))
+    if loaded.get("enabled"):
+        made_due()
+    return webhook
 
 
 def delete_webhook(store, webhook_id) -> None:
@@ -156,3 +163,4 @@ def retry_delivery(store, webhook_id, event_id) -> None:
     get_webhook(store, webhook_id)
     if not store.retry_delivery(int(webhook_id), int(event_id), time.time()):
         raise NotFound("No such event.")
+    made_due()

@@ -12,9 +12,19 @@ from urllib.parse import urlsplit
 import pytest
 import requests
 
-from people_service import feed
+from people_service import credentials, feed
+from people_service.web import services
 
-from .conftest import ACTIVE, GENEROUS, ServerProcess, database, make_app, new_key, start_demo
+from .conftest import (
+    ACTIVE,
+    GENEROUS,
+    ServerProcess,
+    close_app,
+    database,
+    make_app,
+    new_key,
+    start_demo,
+)
 from .test_errors import assert_problem
 
 SSE = {"Accept": "text/event-stream"}
@@ -238,47 +248,105 @@ def test_one_stream_more_than_event_streams_is_503_with_retry_after(short):
     again.close()
 
 
-def test_idle_streams_share_one_query_a_second_in_a_process(tmp_path, monkeypatch):
-    """Issue 32: an idle stream costs its heartbeat; other processes' events are found by one
-    query a second in each process, however many streams it holds (not one each)."""
-    from people_service.web import services
+class Reader:
+    """An in-process stream read in a thread: its text so far, and whether it ended."""
 
-    from .conftest import close_app
+    def __init__(self, app, headers: dict):
+        self.response = app.test_client().get("/events", headers={**SSE, **headers}, buffered=False)
+        self.chunks, self.ended = [], threading.Event()
+        self.thread = threading.Thread(target=self.read, daemon=True)
+        if self.response.status_code == 200:
+            self.thread.start()
 
-    app = make_app(tmp_path, EVENT_STREAM_SECONDS=3, EVENT_STREAMS=4)
+    def read(self) -> None:
+        for chunk in self.response.response:
+            self.chunks.append(chunk.decode())
+        self.response.close()  # its slot is free again
+        self.ended.set()
+
+    def text(self) -> str:
+        return "".join(self.chunks)
+
+
+def test_an_idle_stream_costs_at_most_a_query_a_second(tmp_path):
+    app = make_app(tmp_path, EVENT_STREAM_SECONDS=3)
     try:
-        headers = {**SSE, "X-API-Key": new_key(app, "s")}
-        store, calls = services(app).store, {"events_after": 0, "latest_event_id": 0}
+        headers = {"X-API-Key": new_key(app, "s")}
+        store, statements = services(app).store, []
+        real = store._execute
 
-        def counting(name, real):
-            def counted(*args, **kwargs):
-                calls[name] += 1
-                return real(*args, **kwargs)
+        def counted(sql, params=()):
+            statements.append(threading.get_ident())
+            return real(sql, params)
 
-            return counted
-
-        for name in calls:
-            monkeypatch.setattr(store, name, counting(name, getattr(store, name)))
-        streams = [
-            threading.Thread(
-                target=lambda: read_stream(
-                    app.test_client().get("/events", headers=headers, buffered=False)
-                )
-            )
-            for _ in range(4)
-        ]
-        started = time.monotonic()
-        for stream in streams:
-            stream.start()
-        for stream in streams:
-            stream.join(15)
-        elapsed = time.monotonic() - started
-        # each stream reads at its start and at the end of its life (no event came), not each second
-        assert calls["events_after"] <= 4 * 2
-        # one each to start from now, then one a second for all four together (and the first)
-        assert calls["latest_event_id"] <= 4 + 1 + elapsed + 1
+        store._execute = counted
+        readers = [Reader(app, headers) for _ in range(2)]
+        for reader in readers:
+            assert reader.ended.wait(10)
+        streams = {threading.get_ident(), *(reader.thread.ident for reader in readers)}
+        # each: its key and its start, then a look a second (or its caller checked again)
+        assert sum(ident in streams for ident in statements) <= 2 * (2 + 3 + 1)
     finally:
         close_app(app)
+
+
+def test_one_caller_holds_at_most_half_of_the_streams(tmp_path):
+    app = make_app(tmp_path, EVENT_STREAMS=4, EVENT_STREAM_SECONDS=1)
+    try:
+        one, other = ({"X-API-Key": new_key(app, name)} for name in ("one", "other"))
+        readers = [Reader(app, one) for _ in range(3)] + [Reader(app, other)]
+        assert [reader.response.status_code for reader in readers] == [200, 200, 503, 200]
+        assert int(readers[2].response.headers["Retry-After"]) >= 5
+        for reader in readers[:2] + readers[3:]:
+            assert reader.ended.wait(10)
+    finally:
+        close_app(app)
+
+
+def test_a_revoked_keys_stream_ends_and_sends_nothing_committed_after(tmp_path):
+    app = make_app(tmp_path)
+    try:
+        store, writer = services(app).store, {"X-API-Key": new_key(app, "writer")}
+        idle = Reader(app, {"X-API-Key": new_key(app, "idle")})
+        credentials.revoke_key(store, "idle")
+        revoked = time.monotonic()
+        assert idle.ended.wait(7) and time.monotonic() - revoked < 7  # checked while idle
+        busy = Reader(app, {"X-API-Key": new_key(app, "busy")})
+        created(app.test_client(), writer, 1, "Before")
+        wait_for(lambda: "Before0" in busy.text())
+        credentials.revoke_key(store, "busy")
+        created(app.test_client(), writer, 1, "After")  # committed at once after it
+        assert busy.ended.wait(7)
+        assert "After0" not in busy.text() and busy.text().endswith("retry: 1000\n\n")
+    finally:
+        close_app(app)
+
+
+def test_a_stream_from_a_cursor_sends_1000_written_events_then_a_reconnect_the_rest(tmp_path):
+    app = make_app(tmp_path, EVENT_STREAM_SECONDS=1)
+    try:
+        store, headers = services(app).store, {"X-API-Key": new_key(app, "s")}
+        with store.transaction():
+            for number in range(1100):
+                store.insert_event("person.deleted", {"id": str(number)})
+        first = Reader(app, {**headers, "Last-Event-ID": "0"})
+        assert first.ended.wait(10)
+        blocks = parse(first.text())
+        sent = [block["id"] for block in blocks if "id" in block]
+        assert len(sent) <= 1000 and blocks[-1] == {"retry": "1000"}
+        again = Reader(app, {**headers, "Last-Event-ID": sent[-1]})
+        assert again.ended.wait(10)
+        rest = [block["id"] for block in parse(again.text()) if "id" in block]
+        assert sent + rest == [str(number) for number in range(1, 1101)]
+    finally:
+        close_app(app)
+
+
+def wait_for(predicate, timeout: float = 5):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "not within the time"
+        time.sleep(0.05)
 
 
 def test_json_is_the_default_when_both_are_accepted(client, headers):

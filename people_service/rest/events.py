@@ -8,9 +8,9 @@ from werkzeug.exceptions import Gone
 from werkzeug.wrappers import Response
 
 from .. import events, feed
-from ..errors import Busy
+from ..errors import Busy, Unauthorized
 from ..web import get_runtime, get_store
-from ..web.caller import current_caller, required
+from ..web.caller import caller_of, current_caller, required
 from ..web.jsonio import json_response
 from ..web.negotiation import JSON, negotiate
 from ..web.problems import with_headers
@@ -19,7 +19,6 @@ from .openapi import api
 bp = Blueprint("events", __name__)
 
 STREAM = "text/event-stream"
-OTHER_SERVERS = 4  # streams a process holds when EVENT_STREAMS is 0 and serve did not set it
 RETRY_AFTER = "5"  # seconds a client refused a stream waits: streams end every few minutes
 
 
@@ -43,8 +42,9 @@ DESCRIPTION = (
     "With `Accept: text/event-stream` the same URL streams server-sent events (`id:`, "
     "`event:`, `data:` the event's JSON) after `Last-Event-ID` (else `after`, else from now), "
     "with a comment line at least every 15 seconds, for EVENT_STREAM_SECONDS, ending with a "
-    "`retry:` hint; a process holds at most EVENT_STREAMS streams (503 with Retry-After "
-    "beyond). `limit` does not apply to a stream."
+    "`retry:` hint (also after 1,000 already written events: reconnect with Last-Event-ID); "
+    "a process holds at most EVENT_STREAMS streams, one caller at most half of them (503 "
+    "with Retry-After beyond). `limit` does not apply to a stream."
 )
 
 
@@ -72,33 +72,45 @@ def list_events():
     query = feed.parse_query(request.args.to_dict())
     resume = request.headers.get("Last-Event-ID")  # checked whichever answer is asked for
     resume = None if resume is None else feed.parse_last_event_id(resume)
-    viewer, store = current_caller().viewer, get_store()
+    caller, store = current_caller(), get_store()
     try:
         if negotiate((JSON, STREAM)) == STREAM:
-            return _stream(store, viewer, query, resume)
-        return _page(
-            *feed.list_events(store, viewer, query["after"], query["limit"], query["types"]), query
-        )
+            return _stream(store, caller, query, resume)
+        found = feed.list_events(store, caller.viewer, *map(query.get, ("after", "limit", "types")))
+        return _page(*found, query)
     except feed.Pruned as error:
         raise Gone(error.detail) from None
 
 
-def _stream(store, viewer, query, resume: int | None):
-    config = current_app.config
-    after = resume if resume is not None else query["after"]
-    cursor = feed.start_of_stream(store, after)
-    slots, owner = get_runtime().streams, current_caller().key
-    if not slots.open(owner):
+def _stream(store, caller, query, resume: int | None):
+    cursor = resume if resume is not None else query["after"]
+    feed.check_kept(store, cursor)
+    streams = get_runtime().streams
+    if not streams.open(caller.key):
         raise with_headers(
             Busy(
-                "This process holds as many event streams as it may (EVENT_STREAMS); retry "
-                "later, or poll GET /events with after."
+                "No event stream is free for you in this process (EVENT_STREAMS; one caller "
+                "holds at most half of them); retry later, or poll GET /events with after."
             ),
             {"Retry-After": RETRY_AFTER},
         )
-    body = feed.stream(store, viewer, cursor, query["types"], config)
+    allowed, config = _checker(get_runtime(), request.headers), current_app.config
+    body = feed.stream(store, caller.viewer, cursor, query["types"], config, streams, allowed)
     # no cache or proxy may buffer or keep it
     headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no", "Vary": "Accept"}
     response = Response(body, mimetype=STREAM, headers=headers)
-    response.call_on_close(lambda: slots.release(owner))  # however the stream ends
+    response.call_on_close(lambda: streams.release(caller.key))  # even before it started
     return response
+
+
+def _checker(runtime, headers):
+    """Whether the request's credentials still stand for a caller with the scope read."""
+
+    def allowed() -> bool:
+        try:
+            caller = caller_of(runtime, headers)
+        except Unauthorized:
+            return False
+        return caller is not None and "read" in caller.scopes
+
+    return allowed

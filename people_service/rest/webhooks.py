@@ -4,7 +4,7 @@ from flask import Blueprint, current_app, request, url_for
 from marshmallow import Schema, fields
 from werkzeug.wrappers import Response
 
-from .. import schemas, webhooks
+from .. import events, schemas, webhooks
 from ..web import get_store
 from ..web.caller import required
 from ..web.jsonio import PATCH_TYPES, json_body, json_response
@@ -127,52 +127,44 @@ def retry_delivery(webhook_id, event_id):
     return Response(status=202)
 
 
-EVENT_DATA = {
-    "person.created": "The person as GET /person/{id} answers it, after the change.",
-    "person.updated": "The person as GET /person/{id} answers it, after the change.",
-    "person.deleted": '{"id": "17"}',
-    "friendship.created": '{"person_id": "1", "friend_id": "2"}',
-    "friendship.deleted": '{"person_id": "1", "friend_id": "2"}',
-    "message.created": "The message as POST /message answers it.",
-}
 SIGNATURE_HEADERS = {
     "webhook-id": "The event id: the same on every attempt (deduplicate by it).",
     "webhook-timestamp": "Unix seconds of the attempt.",
     "webhook-signature": "v1,<base64 HMAC-SHA256 of id.timestamp.body>; during a rotation two, "
     "separated by a space (Standard Webhooks).",
 }
-STRING = {"type": "string"}
 
 
 def openapi_webhooks() -> dict:
     """The OpenAPI 3.1 `webhooks` object: what each event type posts to a receiver."""
+    string = {"type": "string"}
     headers = [
-        {"in": "header", "name": name, "required": True, "schema": STRING, "description": text}
+        {"in": "header", "name": name, "required": True, "schema": string, "description": text}
         for name, text in SIGNATURE_HEADERS.items()
     ]
     responses = {
         "2XX": {"description": "Received; any other answer is retried later."},
         "410": {"description": "Gone: the webhook is disabled at once."},
     }
-    described = {}
-    for event_type, data in EVENT_DATA.items():
-        event = {
-            "type": "object",
-            "required": ["id", "type", "timestamp", "data"],
-            "properties": {
-                "id": {"type": "string", "examples": ["1234"]},
-                "type": {"const": event_type},
-                "timestamp": {"type": "string", "format": "date-time"},
-                "data": {"type": "object", "description": data},
-            },
+
+    def body(name: str, data: str) -> dict:
+        properties = {
+            "id": {**string, "examples": ["1234"]},
+            "type": {"const": name},
+            "timestamp": {**string, "format": "date-time"},
+            "data": {"type": "object", "description": data},
         }
-        body = {"required": True, "content": {"application/json": {"schema": event}}}
-        described[event_type] = {
+        schema = {"type": "object", "required": list(properties), "properties": properties}
+        return {"required": True, "content": {"application/json": {"schema": schema}}}
+
+    return {
+        name: {
             "post": {
-                "summary": f"{event_type}, posted to each webhook that takes it",
+                "summary": f"{name}, posted to each webhook that takes it",
                 "parameters": headers,
-                "requestBody": body,
+                "requestBody": body(name, data),
                 "responses": responses,
             }
         }
-    return described
+        for name, data in events.TYPES.items()
+    }

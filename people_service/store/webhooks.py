@@ -1,6 +1,7 @@
 """Webhooks and their deliveries: the tables, the claims that share the work, retention."""
 
-from .people import insert, now_iso
+from .events import EVENT_ORDER_LOCK
+from .people import insert, iso, now_iso
 
 SCHEMA = """
     CREATE TABLE webhooks (
@@ -57,6 +58,10 @@ def events_text(events: list[str] | None) -> str | None:
     return None if events is None else "," + ",".join(events) + ","
 
 
+def _not_in(webhook_ids: list[int]) -> str:
+    return f" AND d.webhook_id NOT IN ({', '.join('?' * len(webhook_ids))})" if webhook_ids else ""
+
+
 def webhook_out(row: dict) -> dict:
     events = row["events"]
     return {
@@ -70,10 +75,16 @@ def webhook_out(row: dict) -> dict:
 
 
 class WebhookStore:
-    def insert_webhook(self, url, events, description, secret) -> dict:
+    def insert_webhook(self, url, events, description, secret, most: int) -> dict | None:
+        """A new webhook, or None when `most` exist already."""
         columns = ("url", "events", "description", "secret", "created_at")
         values = (url, events_text(events), description, secret, now_iso())
-        return self.get_webhook(self._insert(insert("webhooks", columns), values))
+        with self.transaction():
+            if self.ORDER_EVENTS:  # after the events being written: it takes every later one
+                self._execute(self.ORDER_EVENTS, (EVENT_ORDER_LOCK,))
+            if self._execute("SELECT count(*) AS n FROM webhooks").fetchone()["n"] >= most:
+                return None
+            return self.get_webhook(self._insert(insert("webhooks", columns), values))
 
     def get_webhook(self, webhook_id: int) -> dict | None:
         sql = f"SELECT {WEBHOOK_COLUMNS} FROM webhooks WHERE id = ?"
@@ -140,52 +151,68 @@ class WebhookStore:
             )
             return True
 
-    def delivery_due(self, now: float) -> bool:
-        """Whether any delivery is due (the idle worker's one query)."""
-        return bool(self._execute(f"SELECT 1 {DUE} LIMIT 1", (now, now)))
-
-    def claim_deliveries(self, token: str, now: float, lease: float, limit: int) -> list[dict]:
-        """Lease up to `limit` due deliveries to `token` until now + lease; with what sending
-        each needs. Claims of other processes skip them (SKIP LOCKED, or SQLite's one writer)."""
+    def claim_deliveries(
+        self, token: str, now: float, lease: float, limit: int, skip: list[int]
+    ) -> list[dict]:
+        """Lease up to `limit` due deliveries, none of the webhooks in `skip`, to `token` until
+        now + lease; with what sending each needs. Claims of other processes skip them (SKIP
+        LOCKED, or SQLite's one writer)."""
         lock = f"{self.FOR_UPDATE} OF d SKIP LOCKED" if self.FOR_UPDATE else ""
         with self.transaction():
             claimed = self._execute(
                 "UPDATE deliveries SET lease_until = ?, lease_token = ?"
                 " WHERE (webhook_id, event_id) IN (SELECT d.webhook_id, d.event_id"
-                f" {DUE} ORDER BY d.next_attempt_at LIMIT ?{lock}) RETURNING event_id",
-                (now + lease, token, now, now, limit),
+                f" {DUE}{_not_in(skip)}"
+                f" ORDER BY d.next_attempt_at LIMIT ?{lock}) RETURNING event_id",
+                (now + lease, token, now, now, *skip, limit),
             )
             return self._execute(CLAIMED, (token,)).fetchall() if claimed else []
 
-    def record_deliveries(self, token: str, outcomes: list[dict], now: float) -> None:
-        """Record attempts (webhook_id, id: the event's, status, attempts, next_attempt_at,
-        status_code, error) still leased to `token`, in one transaction."""
+    def release_deliveries(self, token: str, rows: list[dict]) -> None:
+        """Give claimed deliveries back unsent, as they were."""
         with self.transaction():
-            for out in outcomes:
-                done = out["status"] != "pending"
-                mine = self._changed(
-                    "UPDATE deliveries SET status = ?, attempts = ?, next_attempt_at = ?,"
-                    " last_status_code = ?, last_error = ?, delivered_at = ?, finished_at = ?,"
-                    " lease_until = NULL, lease_token = NULL"
+            for row in rows:
+                self._execute(
+                    "UPDATE deliveries SET lease_until = NULL, lease_token = NULL"
                     " WHERE webhook_id = ? AND event_id = ? AND lease_token = ?",
-                    (
-                        out["status"],
-                        out["attempts"],
-                        out["next_attempt_at"],
-                        out["status_code"],
-                        out["error"],
-                        now_iso() if out["status"] == "succeeded" else None,
-                        now if done else None,
-                        out["webhook_id"],
-                        out["id"],
-                        token,
-                    ),
+                    (row["webhook_id"], row["id"], token),
                 )
-                # a stale claim's 410 never undoes a re-enable
-                if out["status_code"] == 410 and mine:
-                    self._execute(
-                        "UPDATE webhooks SET enabled = 0 WHERE id = ?", (out["webhook_id"],)
-                    )
+
+    def next_delivery_at(self, skip: list[int]) -> float | None:
+        """When a delivery of an enabled webhook not in `skip` falls due or its claim ends."""
+        row = self._execute(
+            "SELECT min(CASE WHEN d.lease_until > d.next_attempt_at THEN d.lease_until"
+            " ELSE d.next_attempt_at END) AS due FROM deliveries d JOIN webhooks w"
+            " ON w.id = d.webhook_id WHERE d.status = 'pending' AND w.enabled = 1" + _not_in(skip),
+            tuple(skip),
+        ).fetchone()
+        return row["due"]
+
+    def record_delivery(self, token: str, out: dict, now: float) -> None:
+        """Record an attempt (webhook_id, id: the event's, status, attempts, next_attempt_at,
+        status_code, error) if it is still leased to `token`; a 410 disables the webhook."""
+        done = out["status"] != "pending"
+        with self.transaction():
+            mine = self._changed(
+                "UPDATE deliveries SET status = ?, attempts = ?, next_attempt_at = ?,"
+                " last_status_code = ?, last_error = ?, delivered_at = ?, finished_at = ?,"
+                " lease_until = NULL, lease_token = NULL"
+                " WHERE webhook_id = ? AND event_id = ? AND lease_token = ?",
+                (
+                    out["status"],
+                    out["attempts"],
+                    out["next_attempt_at"],
+                    out["status_code"],
+                    out["error"],
+                    now_iso() if out["status"] == "succeeded" else None,
+                    now if done else None,
+                    out["webhook_id"],
+                    out["id"],
+                    token,
+                ),
+            )
+            if out["status_code"] == 410 and mine:  # a stale claim's 410 never undoes a re-enable
+                self._execute("UPDATE webhooks SET enabled = 0 WHERE id = ?", (out["webhook_id"],))
 
     def delivery_backlog(self) -> dict:
         """Pending deliveries and the age in seconds of the oldest, for /metrics."""
@@ -194,10 +221,9 @@ class WebhookStore:
             " JOIN events e ON e.id = d.event_id WHERE d.status = 'pending'"
         ).fetchone()
 
-    def prune_events(self, before_iso: str, before: float) -> None:
-        """Remove events older than `before_iso` (their finished deliveries with them) up to the
-        first one with a pending delivery, and finished deliveries older than `before`; record
-        the highest event id removed."""
+    def prune_events(self, before: float) -> None:
+        """Remove finished deliveries and events older than `before` (POSIX time), events up to
+        the first one a pending delivery waits for; record the highest event id removed."""
         with self.transaction():
             self._execute(
                 "DELETE FROM deliveries WHERE status <> 'pending' AND finished_at < ?", (before,)
@@ -207,7 +233,7 @@ class WebhookStore:
             row = self._execute(
                 "SELECT max(id) AS id FROM events WHERE created_at < ? AND id < coalesce("
                 "(SELECT min(event_id) FROM deliveries WHERE status = 'pending'), id + 1)",
-                (before_iso,),
+                (iso(before),),
             ).fetchone()
             if row["id"] is None:
                 return

@@ -22,8 +22,8 @@ def _refused(detail: str, error: str | None = None) -> Unauthorized:
     return with_headers(Unauthorized(detail), challenge(error))
 
 
-def _resolve(runtime) -> Caller | None:
-    headers = request.headers
+def caller_of(runtime, headers) -> Caller | None:
+    """The caller the headers name, None without credentials; Unauthorized for wrong ones."""
     key = headers.get("X-API-Key")
     if key is not None:
         caller = credentials.caller_from_key(runtime.store, key.strip())
@@ -51,7 +51,7 @@ def identify(runtime) -> Caller | None:
     """The request's caller from its headers, None without credentials; wrong ones are kept
     for authenticate() to answer, so that the open endpoints still serve."""
     try:
-        return _resolve(runtime)
+        return caller_of(runtime, request.headers)
     except Unauthorized as error:
         g.refusal = error
         return None
