@@ -8,8 +8,7 @@ from importlib.metadata import PackageNotFoundError, version
 from apispec import APISpec
 from apispec.ext.marshmallow import MarshmallowPlugin
 from flask import current_app, request
-from marshmallow import RAISE, Schema, fields, validate
-from webargs.flaskparser import FlaskParser
+from marshmallow import Schema, fields, validate
 from werkzeug.routing import BaseConverter
 
 from .. import schemas
@@ -31,51 +30,34 @@ HEADER_PARAMETERS = {  # request headers a view may name (any text is an entity 
     "Idempotency-Key": {**STRING, "minLength": 1, "maxLength": 255, "pattern": "^[\\x20-\\x7e]+$"},
 }
 SHOWN = 10  # names listed in one answer: a hostile query string cannot make it large
-QUERY = "query_once"  # webargs' query location, refusing a repeated name
-parser = FlaskParser(unknown=RAISE)
 
 
-def _refuse(names: list, message: str, detail) -> None:
-    names = [name[:40] for name in names][:SHOWN]
-    raise BadRequest(
-        detail(", ".join(map(repr, names)), "s"[: len(names) - 1]),
-        errors=dict.fromkeys(names, [message]),
-    )
-
-
-@parser.location_loader(QUERY)
-def _each_once(req, schema) -> dict:
-    if repeated := [name for name, values in req.args.lists() if len(values) > 1]:
-        _refuse(
-            repeated,
-            "Given more than once.",
-            lambda names, _: (
-                f"Query parameter {names} given more than once; give each parameter once."
-            ),
+def check_query(takes: frozenset) -> None:
+    """400 for a query parameter given twice or not in `takes`."""
+    args = request.args
+    if repeated := [name[:40] for name, values in args.lists() if len(values) > 1][:SHOWN]:
+        raise BadRequest(
+            f"Query parameter {', '.join(map(repr, repeated))} given more than once; "
+            "give each parameter once.",
+            errors=dict.fromkeys(repeated, ["Given more than once."]),
         )
-    return req.args.to_dict()
-
-
-@parser.error_handler
-def _unknown(error, req, schema, *, error_status_code, error_headers):
-    # the schemas of `takes` have only Raw fields: an unknown name is their one error
-    takes = ", ".join(sorted(schema.fields)) or "no query parameters"
-    _refuse(
-        [name for name in req.args if name in error.messages[QUERY]],
-        "Unknown parameter.",
-        lambda names, s: f"Unknown query parameter{s} {names}; {req.path} takes {takes}.",
-    )
+    if unknown := [name[:40] for name in args if name not in takes][:SHOWN]:
+        raise BadRequest(
+            f"Unknown query parameter{'s'[: len(unknown) - 1]} {', '.join(map(repr, unknown))}; "
+            f"{request.path} takes {', '.join(sorted(takes)) or 'no query parameters'}.",
+            errors=dict.fromkeys(unknown, ["Unknown parameter."]),
+        )
 
 
 def takes(schema: type[Schema] | None = None):
     """A view that refuses query parameters not in `schema`, and repeated ones (400)."""
-    names = Schema.from_dict({n: fields.Raw() for n in (schema().load_fields if schema else ())})()
+    names = frozenset(schema().load_fields if schema else ())
 
     def mark(view):
         @functools.wraps(view)
         def checked(*args, **kwargs):
             if request.query_string:
-                parser.parse(names, location=QUERY)
+                check_query(names)
             return view(*args, **kwargs)
 
         checked.query_names = names
@@ -89,7 +71,7 @@ def check_options() -> None:
     if request.method == "OPTIONS" and request.query_string:
         names = getattr(current_app.view_functions.get(request.endpoint), "query_names", None)
         if names is not None:
-            parser.parse(names, location=QUERY)
+            check_query(names)
 
 
 def api(*, ok: dict, query=None, body=None, headers=(), auth=True, **more):

@@ -11,13 +11,12 @@ from ..web.negotiation import wants_html
 from ..web.pages import content_security_policy, html_response, vendor_url
 from ..web.problems import with_headers
 from .openapi import (
-    QUERY,
     CallerSchema,
     HealthSchema,
     TokenSchema,
     api,
     build_spec,
-    parser,
+    check_query,
     release,
     takes,
 )
@@ -104,7 +103,7 @@ def issue_token():
 def read_login() -> None:
     """The login's body, read once before the limiter: its username keys the second limit."""
     if request.query_string:  # its parameters are refused before its body (as every view's)
-        parser.parse(issue_token.query_names, location=QUERY)
+        check_query(issue_token.query_names)
     request.max_content_length = HANDSHAKE_MAX_BODY  # 413 beyond
     data = request.form.to_dict() if request.mimetype == FORM else json_body()
     g.login = schemas.load(schemas.token_request_schema, data)
