@@ -8,17 +8,12 @@ from werkzeug.wrappers import Response
 
 from .. import idempotency, schemas, service
 from ..web import get_store
-from ..web.caller import check_scope, current_caller, needed_scope
+from ..web.caller import current_caller, required
 from ..web.jsonio import PATCH_TYPES, dump_json, json_body, json_response
 from .openapi import MessageOutSchema as Message
 from .openapi import PersonEntrySchema, PersonMergeSchema, PersonOutSchema, PersonReplaceSchema, api
 
 bp = Blueprint("people", __name__)
-bp.before_request(
-    lambda: (
-        None if request.method == "OPTIONS" else check_scope(current_caller(), needed_scope(None))
-    )
-)
 REPLAYED = "Idempotent-Replayed"
 PERSON = {200: ("The person.", PersonOutSchema, "ETag")}
 DONE = {204: ("Done.", None)}
@@ -84,6 +79,7 @@ def paged_response(entries: list, total: int, query: dict) -> Response:
 
 # `/people/` is the list too: werkzeug's slash redirect would build its URL from the Host header
 @bp.get("/people", strict_slashes=False)
+@required
 @api(
     query=schemas.PeopleQuerySchema,
     ok={200: ("A page of people.", PersonEntrySchema(many=True), *PAGE)},
@@ -94,6 +90,7 @@ def list_people():
 
 
 @bp.get("/person/<id:person_id>")
+@required
 @api(
     headers=["If-None-Match"],
     ok={**PERSON, 304: ("Not modified since the ETag given.", None, "ETag")},
@@ -104,6 +101,7 @@ def get_person(person_id):
 
 
 @bp.post("/person")
+@required
 @api(
     body={"oneOf": [schemas.PersonSchema, schemas.PersonUpdateSchema]},
     headers=["Idempotency-Key", "If-Match"],
@@ -125,6 +123,7 @@ def create_person():
 
 
 @bp.put("/person/<id:person_id>")
+@required
 @api(body=PersonReplaceSchema, headers=["If-Match"], ok=PERSON)
 def replace_person(person_id):
     """Replace a person: fields left out become null"""
@@ -132,6 +131,7 @@ def replace_person(person_id):
 
 
 @bp.route("/person/<id:person_id>", methods=["PATCH", "POST"])
+@required
 @api(
     body=PersonMergeSchema,
     body_type="application/merge-patch+json",
@@ -146,6 +146,7 @@ def update_person(person_id):
 
 
 @bp.delete("/person/<id:person_id>")
+@required
 @api(headers=["If-Match"], ok=DONE)
 def delete_person(person_id):
     """Delete a person with their friendships and messages"""
@@ -154,6 +155,7 @@ def delete_person(person_id):
 
 
 @bp.get("/person/<id:person_id>/friends")
+@required
 @api(
     query=schemas.PageSchema, ok={200: ("A page of friends.", PersonEntrySchema(many=True), *PAGE)}
 )
@@ -163,6 +165,7 @@ def list_friends(person_id):
 
 
 @bp.put("/person/<id:person_id>/friends/<id:friend_id>")
+@required
 @api(ok=DONE)
 def add_friend(person_id, friend_id):
     """Make two people friends (mutual; idempotent)"""
@@ -171,6 +174,7 @@ def add_friend(person_id, friend_id):
 
 
 @bp.delete("/person/<id:person_id>/friends/<id:friend_id>")
+@required
 @api(ok=DONE)
 def remove_friend(person_id, friend_id):
     """End a friendship (also fine when there was none)"""
@@ -179,6 +183,7 @@ def remove_friend(person_id, friend_id):
 
 
 @bp.post("/message")
+@required
 @api(
     body=schemas.MessageSchema,
     headers=["Idempotency-Key"],
@@ -196,6 +201,7 @@ def send_message():
 
 
 @bp.get("/message/<id:message_id>")
+@required
 @api(ok={200: ("The message.", Message)}, tag="messages")
 def get_message(message_id):
     """Get a message the caller sent (admins: any message)"""
@@ -203,6 +209,7 @@ def get_message(message_id):
 
 
 @bp.get("/person/<id:person_id>/messages")
+@required
 @api(
     query=schemas.PageSchema, ok={200: ("A page of messages.", Message(many=True))}, tag="messages"
 )
