@@ -13,8 +13,6 @@ from .jsonio import dump_json
 log = logging.getLogger("people_service")
 # An error document stays small whatever the body was: 50,000 unknown fields are not echoed back
 MAX_FIELD_ERRORS, MAX_NAME, MAX_DETAIL = 50, 100, 1000
-# a busy database frees up in a moment, an operator's fix (a missing or read-only file) takes longer
-RETRY = {e.Busy: "1", e.Unavailable: "5"}
 STATUS_CODES = {401: "UNAUTHENTICATED", 403: "FORBIDDEN", 404: "NOT_FOUND", 429: "RATE_LIMITED"}
 HTTP_DETAILS = {  # werkzeug's own errors (routing, body size) in one sentence
     404: "No such resource.",
@@ -62,15 +60,15 @@ def bounded_errors(errors: dict, limit: int = MAX_FIELD_ERRORS) -> tuple[dict, i
     return bounded, _count(errors) - _count(bounded)
 
 
-def _parts(error: Exception) -> tuple[int, str, dict | None, dict, int]:
+def _problem(error: Exception) -> tuple[dict, dict]:
+    """The problem document of any error, and the headers it is answered with."""
     status, errors, headers = getattr(error, "code", None), None, {}
     if isinstance(error, e.ServiceError):
         status, detail, errors = error.status, error.detail, error.errors
-        retry = next((RETRY[cls] for cls in type(error).__mro__ if cls in RETRY), None)
-        headers = {
-            **({"Retry-After": retry} if retry else {}),
-            **getattr(error, "http_headers", {}),
-        }
+        # a busy database frees up in a moment, an operator's fix (a missing file) takes longer
+        if isinstance(error, e.Unavailable):
+            headers["Retry-After"] = "1" if isinstance(error, e.Busy) else "5"
+        headers |= getattr(error, "http_headers", {})
         if status == 500:  # a failure nobody foresaw (the store's, say): the operator must know
             log.error("unexpected error", exc_info=error)
     # server errors a client causes (a transfer coding nobody implements) say so; others hide
@@ -88,31 +86,23 @@ def _parts(error: Exception) -> tuple[int, str, dict | None, dict, int]:
             f"The request breaks {kept + omitted} rules; errors has the first {kept} "
             "and errors_omitted counts the rest."
         )
-    return (
-        status,
-        detail if len(detail) <= MAX_DETAIL else detail[: MAX_DETAIL - 1] + "…",
-        errors,
-        headers,
-        omitted,
-    )
+    detail = detail if len(detail) <= MAX_DETAIL else detail[: MAX_DETAIL - 1] + "…"
+    body = {"type": "about:blank", "title": HTTPStatus(status).phrase, "status": status}
+    body |= {"detail": detail, **({"errors": errors} if errors else {})}
+    return body | ({"errors_omitted": omitted} if omitted else {}), headers
 
 
 def error_parts(error: Exception) -> tuple[int, str, dict | None, dict]:
     """Status, detail, field errors and headers (bounded) of any error; internals stay hidden."""
-    return _parts(error)[:4]
+    body, headers = _problem(error)
+    return body["status"], body["detail"], body.get("errors"), headers
 
 
 def problem_response(error: Exception) -> Response:
     """Any error as application/problem+json, keeping headers such as Allow."""
-    status, detail, errors, headers, omitted = _parts(error)
+    body, headers = _problem(error)
     if str(headers.get("Retry-After", "")).isdigit() and has_request_context():
         request.environ["people_service.retry_after"] = headers["Retry-After"]  # never lowered
-    body = {
-        "type": "about:blank",
-        "title": HTTPStatus(status).phrase,
-        "status": status,
-        "detail": detail,
-    }
-    body |= {"errors": errors} if errors else {}
-    body |= {"errors_omitted": omitted} if omitted else {}
-    return Response(dump_json(body), status, headers, content_type="application/problem+json")
+    return Response(
+        dump_json(body), body["status"], headers, content_type="application/problem+json"
+    )
