@@ -21,6 +21,11 @@ PAGE = ("X-Total-Count", "Link")
 LINK_PARAMETERS = (*service.FILTERS, "sort")  # kept in the Link header, after limit and offset
 
 
+def resource(route, **doc):
+    """A view of `route` (say bp.get(rule)) that needs credentials, documented by api(**doc)."""
+    return lambda view: route(required(api(**doc)(view)))
+
+
 def if_match():
     """If-Match and If-None-Match as a precondition on a write's current person, or None."""
     match, none_match = "If-Match" in request.headers, "If-None-Match" in request.headers
@@ -78,9 +83,8 @@ def paged_response(entries: list, total: int, query: dict) -> Response:
 
 
 # `/people/` is the list too: werkzeug's slash redirect would build its URL from the Host header
-@bp.get("/people", strict_slashes=False)
-@required
-@api(
+@resource(
+    bp.get("/people", strict_slashes=False),
     query=schemas.PeopleQuerySchema,
     ok={200: ("A page of people.", PersonEntrySchema(many=True), *PAGE)},
 )
@@ -89,9 +93,8 @@ def list_people():
     return paged_response(*service.list_people(get_store(), **request.args.to_dict()))
 
 
-@bp.get("/person/<id:person_id>")
-@required
-@api(
+@resource(
+    bp.get("/person/<id:person_id>"),
     headers=["If-None-Match"],
     ok={**PERSON, 304: ("Not modified since the ETag given.", None, "ETag")},
 )
@@ -100,9 +103,8 @@ def get_person(person_id):
     return person_response(service.get_person(get_store(), person_id)).make_conditional(request)
 
 
-@bp.post("/person")
-@required
-@api(
+@resource(
+    bp.post("/person"),
     body={"oneOf": [schemas.PersonSchema, schemas.PersonUpdateSchema]},
     headers=["Idempotency-Key", "If-Match"],
     ok={
@@ -122,17 +124,16 @@ def create_person():
     return person_response(person, status, headers)
 
 
-@bp.put("/person/<id:person_id>")
-@required
-@api(body=PersonReplaceSchema, headers=["If-Match"], ok=PERSON)
+@resource(
+    bp.put("/person/<id:person_id>"), body=PersonReplaceSchema, headers=["If-Match"], ok=PERSON
+)
 def replace_person(person_id):
     """Replace a person: fields left out become null"""
     return person_response(service.replace_person(get_store(), person_id, json_body(), if_match()))
 
 
-@bp.route("/person/<id:person_id>", methods=["PATCH", "POST"])
-@required
-@api(
+@resource(
+    bp.route("/person/<id:person_id>", methods=["PATCH", "POST"]),
     body=PersonMergeSchema,
     body_type="application/merge-patch+json",
     description="The body may also be sent as application/json.",
@@ -145,46 +146,39 @@ def update_person(person_id):
     return person_response(service.update_person(get_store(), person_id, changes, if_match()))
 
 
-@bp.delete("/person/<id:person_id>")
-@required
-@api(headers=["If-Match"], ok=DONE)
+@resource(bp.delete("/person/<id:person_id>"), headers=["If-Match"], ok=DONE)
 def delete_person(person_id):
     """Delete a person with their friendships and messages"""
     service.delete_person(get_store(), person_id, if_match())
     return Response(status=204)
 
 
-@bp.get("/person/<id:person_id>/friends")
-@required
-@api(
-    query=schemas.PageSchema, ok={200: ("A page of friends.", PersonEntrySchema(many=True), *PAGE)}
+@resource(
+    bp.get("/person/<id:person_id>/friends"),
+    query=schemas.PageSchema,
+    ok={200: ("A page of friends.", PersonEntrySchema(many=True), *PAGE)},
 )
 def list_friends(person_id):
     """A person's friends (id and name), ordered by id"""
     return paged_response(*service.list_friends(get_store(), person_id, **request.args.to_dict()))
 
 
-@bp.put("/person/<id:person_id>/friends/<id:friend_id>")
-@required
-@api(ok=DONE)
+@resource(bp.put("/person/<id:person_id>/friends/<id:friend_id>"), ok=DONE)
 def add_friend(person_id, friend_id):
     """Make two people friends (mutual; idempotent)"""
     service.add_friend(get_store(), person_id, friend_id)
     return Response(status=204)
 
 
-@bp.delete("/person/<id:person_id>/friends/<id:friend_id>")
-@required
-@api(ok=DONE)
+@resource(bp.delete("/person/<id:person_id>/friends/<id:friend_id>"), ok=DONE)
 def remove_friend(person_id, friend_id):
     """End a friendship (also fine when there was none)"""
     service.remove_friend(get_store(), person_id, friend_id)
     return Response(status=204)
 
 
-@bp.post("/message")
-@required
-@api(
+@resource(
+    bp.post("/message"),
     body=schemas.MessageSchema,
     headers=["Idempotency-Key"],
     ok={201: ("Sent (or a replay: Idempotent-Replayed).", Message, "Location", REPLAYED)},
@@ -200,18 +194,17 @@ def send_message():
     return json_response(message, status, headers)
 
 
-@bp.get("/message/<id:message_id>")
-@required
-@api(ok={200: ("The message.", Message)}, tag="messages")
+@resource(bp.get("/message/<id:message_id>"), ok={200: ("The message.", Message)}, tag="messages")
 def get_message(message_id):
     """Get a message the caller sent (admins: any message)"""
     return json_response(service.get_message(get_store(), current_caller().viewer, message_id))
 
 
-@bp.get("/person/<id:person_id>/messages")
-@required
-@api(
-    query=schemas.PageSchema, ok={200: ("A page of messages.", Message(many=True))}, tag="messages"
+@resource(
+    bp.get("/person/<id:person_id>/messages"),
+    query=schemas.PageSchema,
+    ok={200: ("A page of messages.", Message(many=True))},
+    tag="messages",
 )
 def list_messages(person_id):
     """The caller's messages to a person, newest first"""
