@@ -1,5 +1,5 @@
 """The OpenAPI 3.1 document, built by apispec from what each view declares with @api, and the
-query parameters each view takes, checked by webargs (their values are the service's to check)."""
+query parameters each view takes (their names; the values are the service's to check)."""
 
 import functools
 import re
