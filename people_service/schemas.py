@@ -44,12 +44,13 @@ def text(max_length: int, min_length: int = 0, *rules, **kwargs) -> fields.Strin
     return fields.String(validate=[_storable, length, *rules], **kwargs)
 
 
+ID_RULE = full_match(ID_PATTERN, "Not a valid id.")
+
+
 def id_field(metadata: dict | None = None, **kwargs) -> fields.String:
     """A person or message id as a string: "17"."""
     metadata = {"pattern": ID_PATTERN, "example": "17", **(metadata or {})}
-    return fields.String(
-        validate=full_match(ID_PATTERN, "Not a valid id."), metadata=metadata, **kwargs
-    )
+    return fields.String(validate=ID_RULE, metadata=metadata, **kwargs)
 
 
 class WholeNumber(fields.Integer):

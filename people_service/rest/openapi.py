@@ -43,7 +43,7 @@ def check_query(takes: frozenset) -> None:
         )
     if unknown := [name[:40] for name in args if name not in takes][:SHOWN]:
         raise BadRequest(
-            f"Unknown query parameter{'s'[: len(unknown) - 1]} {', '.join(map(repr, unknown))}; "
+            f"Unknown query parameter{'s' * (len(unknown) > 1)} {', '.join(map(repr, unknown))}; "
             f"{request.path} takes {', '.join(sorted(takes)) or 'no query parameters'}.",
             errors=dict.fromkeys(unknown, ["Unknown parameter."]),
         )
@@ -56,8 +56,7 @@ def takes(schema: type[Schema] | None = None):
     def mark(view):
         @functools.wraps(view)
         def checked(*args, **kwargs):
-            if request.query_string:
-                check_query(names)
+            check_query(names)
             return view(*args, **kwargs)
 
         checked.query_names = names
@@ -68,7 +67,7 @@ def takes(schema: type[Schema] | None = None):
 
 def check_options() -> None:
     """Flask answers OPTIONS without the view: check the query string as its view would."""
-    if request.method == "OPTIONS" and request.query_string:
+    if request.method == "OPTIONS":
         names = getattr(current_app.view_functions.get(request.endpoint), "query_names", None)
         if names is not None:
             check_query(names)

@@ -90,8 +90,7 @@ def issue_token():
 
 def read_login() -> None:
     """The login's body, read once before the limiter: its username keys the second limit."""
-    if request.query_string:  # its parameters are refused before its body (as every view's)
-        check_query(issue_token.query_names)
+    check_query(issue_token.query_names)  # before its body, as every view's
     request.max_content_length = 16 * 1024  # a username and a password, escaped
     form = request.mimetype == "application/x-www-form-urlencoded"
     g.login = schemas.load(
