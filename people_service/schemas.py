@@ -9,10 +9,9 @@ from . import passwords
 from .config import limit_problem
 from .errors import Invalid, ServiceError
 
-MAX_OFFSET = 2**31 - 1
-# Matched in full (re.fullmatch): `$` alone would also match before a final newline.
 ID_PATTERN = r"^[1-9][0-9]{0,17}$"
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$"
+NAME_RULE = "1 to 64 letters, digits or . _ @ -, starting with a letter or digit."
 SCOPES = ("read", "write", "admin")
 
 
@@ -22,12 +21,10 @@ def full_match(pattern: str, error: str) -> validate.Regexp:
 
 
 def is_id(value) -> bool:
-    """Whether `value` is a person or message id as a string ("17")."""
     return isinstance(value, str) and re.fullmatch(ID_PATTERN, value) is not None
 
 
 def is_username(value) -> bool:
-    """Whether `value` could name a user or key: letters, digits and . _ @ - (64 at most)."""
     return isinstance(value, str) and re.fullmatch(NAME_PATTERN, value) is not None
 
 
@@ -47,12 +44,13 @@ def text(max_length: int, min_length: int = 0, *rules, **kwargs) -> fields.Strin
     return fields.String(validate=[_storable, length, *rules], **kwargs)
 
 
+ID_RULE = full_match(ID_PATTERN, "Not a valid id.")
+
+
 def id_field(metadata: dict | None = None, **kwargs) -> fields.String:
     """A person or message id as a string: "17"."""
     metadata = {"pattern": ID_PATTERN, "example": "17", **(metadata or {})}
-    return fields.String(
-        validate=full_match(ID_PATTERN, "Not a valid id."), metadata=metadata, **kwargs
-    )
+    return fields.String(validate=ID_RULE, metadata=metadata, **kwargs)
 
 
 class WholeNumber(fields.Integer):
@@ -62,8 +60,7 @@ class WholeNumber(fields.Integer):
         super().__init__(strict=True, **kwargs)
 
     def _deserialize(self, value, attr, data, **kwargs):
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)
+        value = int(value) if isinstance(value, float) and value.is_integer() else value
         return super()._deserialize(value, attr, data, **kwargs)
 
 
@@ -71,16 +68,14 @@ class Count(WholeNumber):
     """A whole number in a range, from JSON or from a query string of ASCII digits only."""
 
     def __init__(self, minimum: int, maximum: int, **kwargs):
-        self.bounds = (minimum, maximum)
-        error = f"Must be between {minimum} and {maximum}."
-        super().__init__(validate=validate.Range(min=minimum, max=maximum, error=error), **kwargs)
+        self.bounds, error = (minimum, maximum), f"Must be between {minimum} and {maximum}."
+        super().__init__(validate=validate.Range(minimum, maximum, error=error), **kwargs)
 
     def _deserialize(self, value, attr, data, **kwargs):
         # int("1_0"), int(" 7 ") and int("٣") all succeed; a query string must be plain digits
         # (a minus sign allowed, so that -1 gets the range's message, as in JSON and GraphQL)
         if isinstance(value, str):
-            digits = value.removeprefix("-")
-            if not (digits.isascii() and digits.isdigit() and len(digits) <= 12):
+            if not re.fullmatch(r"-?[0-9]{1,12}", value):
                 raise ValidationError("Must be a whole number.")
             value = int(value)
         return super()._deserialize(value, attr, data, **kwargs)
@@ -91,21 +86,14 @@ _ATOM = r"[-!#$%&'*+/=?^`{}|~0-9A-Za-z_]+"
 _LABEL = r"[0-9A-Za-z](?:[0-9A-Za-z-]{0,61}[0-9A-Za-z])?"
 _OCTET = r"(?:25[0-5]|2[0-4][0-9]|[01]?[0-9]?[0-9])"
 EMAIL_PATTERN = (
-    rf"^{_ATOM}(?:\.{_ATOM})*@"
-    rf"(?:(?:{_LABEL}\.)+(?:[A-Za-z]{{2,6}}|[0-9A-Za-z-]{{2,}})"
+    rf"^{_ATOM}(?:\.{_ATOM})*@(?:(?:{_LABEL}\.)+(?:[A-Za-z]{{2,6}}|[0-9A-Za-z-]{{2,}})"
     rf"|localhost|\[{_OCTET}(?:\.{_OCTET}){{3}}\])$"
 )
-EMAIL_RULE = (
-    "An address such as ada@example.org: a dot-atom local part, then a domain whose last label "
-    "has at least two characters (or localhost, or an IPv4 literal in brackets); at most 254 "
-    "characters; unique among people, ignoring case (409)."
-)
+EMAIL_RULE = "An address such as ada@example.org, unique among people ignoring case (409)."
 
 
 class AddressSchema(Schema):
-    street = text(200, allow_none=True)
-    city = text(200, allow_none=True)
-    country = text(200, allow_none=True)
+    street, city, country = (text(200, allow_none=True) for _ in range(3))
 
 
 class PersonSchema(Schema):
@@ -128,20 +116,17 @@ class PersonUpdateSchema(PersonPatchSchema):
 
 
 class MessageSchema(Schema):
-    person_id = id_field(required=True)
-    content = text(10_000, 1, required=True)
+    person_id, content = id_field(required=True), text(10_000, 1, required=True)
 
 
 class PageSchema(Schema):
     class Meta:
         unknown = EXCLUDE
 
-    limit = Count(1, 1000, load_default=100)
-    offset = Count(0, MAX_OFFSET, load_default=0)
+    limit, offset = Count(1, 1000, load_default=100), Count(0, 2**31 - 1, load_default=0)
 
 
 SORT_KEYS = ("id", "name", "age")
-MAX_AGE = 150
 _ORDERS = [order for size in (1, 2, 3) for order in permutations(SORT_KEYS, size)]
 # Every valid `sort` value, for the OpenAPI document (the field's checks give the messages)
 SORT_PATTERN = "^(" + "|".join(",".join(f"-?{key}" for key in order) for order in _ORDERS) + ")$"
@@ -162,8 +147,7 @@ class SortOrder(fields.String):
         for item in value.split(",") if isinstance(value, str) else value:
             if not isinstance(item, str) or not item:
                 raise ValidationError(f"Has an empty item; {SORT_RULE}, separated by commas.")
-            key = item.removeprefix("-")
-            if key not in SORT_KEYS:
+            if (key := item.removeprefix("-")) not in SORT_KEYS:
                 raise ValidationError(f"Unknown sort key '{item[:40]}'; {SORT_RULE}.")
             if key in order:
                 raise ValidationError(f"Sorts by '{key}' twice; give each key once.")
@@ -172,32 +156,18 @@ class SortOrder(fields.String):
 
 
 class PeopleQuerySchema(PageSchema):
-    name = text(200, metadata={"description": "Case-insensitive part of the name."})
-    city = text(200, metadata={"description": "The city, exactly but ignoring case."})
-    country = text(200, metadata={"description": "The country, exactly but ignoring case."})
-    min_age = Count(
-        0, MAX_AGE, metadata={"description": "People at least this old (at most max_age)."}
-    )
-    max_age = Count(0, MAX_AGE, metadata={"description": "People at most this old."})
-    sort = SortOrder(
-        metadata={
-            "pattern": SORT_PATTERN,
-            "example": "name,-age",
-            "description": "Comma list of id, name, age; '-' sorts descending. People "
-            "without an age come last either way; ties are ordered by id.",
-        }
-    )
+    name, city, country = text(200), text(200), text(200)
+    min_age, max_age = Count(0, 150), Count(0, 150)
+    sort = SortOrder(metadata={"pattern": SORT_PATTERN, "example": "name,-age"})
 
     @validates_schema
     def _ages_in_order(self, data, **kwargs):
-        low, high = data.get("min_age"), data.get("max_age")
-        if low is not None and high is not None and low > high:
+        if data.get("min_age", 0) > data.get("max_age", 150):
             raise ValidationError("Must not be greater than the maximum age.", "min_age")
 
 
 class ImportPersonSchema(PersonSchema):
-    id = id_field(required=True)
-    friends = fields.List(id_field(), load_default=list)
+    id, friends = id_field(required=True), fields.List(id_field(), load_default=list)
 
 
 class Scopes(fields.Field):
@@ -211,13 +181,13 @@ class Scopes(fields.Field):
 
 
 def _rate_limit(value: str) -> None:
-    """A rate limit such as '600/minute' or '10/second;500/hour'."""
-    problem = limit_problem(value)
-    if problem:
+    if problem := limit_problem(value):
         raise ValidationError(f"Must {problem}.")
 
 
-NAME_RULE = "1 to 64 letters, digits or . _ @ -, starting with a letter or digit."
+def _not_guessable(password: str) -> None:
+    if len(password) >= passwords.MIN_LENGTH and passwords.guessable(password):
+        raise ValidationError("Too common or too easy to guess; choose another.")
 
 
 class GrantSchema(Schema):
@@ -229,27 +199,18 @@ class KeyRequestSchema(GrantSchema):
     name = fields.String(required=True, validate=full_match(NAME_PATTERN, NAME_RULE))
 
 
-def _not_guessable(password: str) -> None:
-    if len(password) >= passwords.MIN_LENGTH and passwords.guessable(password):
-        raise ValidationError("Too common or too easy to guess; choose another.")
-
-
 class UserRequestSchema(GrantSchema):
     username = fields.String(required=True, validate=full_match(NAME_PATTERN, NAME_RULE))
     password = text(1024, passwords.MIN_LENGTH, _not_guessable, required=True)
 
 
 class TokenRequestSchema(Schema):
-    username = text(200, 1, required=True)
-    password = text(1024, 1, required=True)
+    username, password = text(200, 1, required=True), text(1024, 1, required=True)
 
 
-person_schema = PersonSchema()
-person_patch_schema = PersonPatchSchema()
-person_update_schema = PersonUpdateSchema()
-message_schema = MessageSchema()
-people_query_schema = PeopleQuerySchema()
-page_schema = PageSchema()
+person_schema, person_patch_schema = PersonSchema(), PersonPatchSchema()
+person_update_schema, message_schema = PersonUpdateSchema(), MessageSchema()
+people_query_schema, page_schema = PeopleQuerySchema(), PageSchema()
 list_field_schema = Schema.from_dict({"limit": Count(0, 100, load_default=10)})()
 # the `limit` of a page of people, and of a list inside a person (friends, messages)
 PEOPLE_LIMITS = page_schema.fields["limit"].bounds
@@ -258,10 +219,8 @@ person_name_schema = Schema.from_dict({"name": text(200, required=True)})()
 import_schema = Schema.from_dict(
     {"people": fields.List(fields.Nested(ImportPersonSchema), required=True)}
 )()
-token_request_schema = TokenRequestSchema()
-key_request_schema = KeyRequestSchema()
-user_request_schema = UserRequestSchema()
-password_schema = UserRequestSchema(only=("password",))
+token_request_schema, key_request_schema = TokenRequestSchema(), KeyRequestSchema()
+user_request_schema, password_schema = UserRequestSchema(), UserRequestSchema(only=("password",))
 
 
 def _lines(errors, prefix: str = ""):

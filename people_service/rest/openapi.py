@@ -1,5 +1,5 @@
-"""The OpenAPI 3.1 document, built by apispec from the schemas each view names with @api, and the
-query parameters each view takes, checked by webargs (names here, values in the service)."""
+"""The OpenAPI 3.1 document, built by apispec from what each view declares with @api, and the
+query parameters each view takes (their names; the values are the service's to check)."""
 
 import functools
 import re
@@ -8,103 +8,58 @@ from importlib.metadata import PackageNotFoundError, version
 from apispec import APISpec
 from apispec.ext.marshmallow import MarshmallowPlugin
 from flask import current_app, request
-from marshmallow import RAISE, Schema, fields, validate
-from webargs.flaskparser import FlaskParser
+from marshmallow import Schema, fields, validate
 from werkzeug.routing import BaseConverter
 
 from .. import schemas
 from ..errors import BadRequest
 from ..web import UNCHARGED
 
-PROBLEMS = (
-    "An RFC 9457 problem document. 400: a parameter, header or JSON syntax is malformed. "
-    "401: credentials are missing or invalid. 403: the credentials lack the scope. "
-    "404: no such resource. 409: another person has this email. 410: events after this cursor "
-    "were removed (EVENT_RETENTION_DAYS). 412: If-Match does not match the current ETag. "
-    "413: the body is larger than MAX_BODY_BYTES. 415: the body is not JSON. 422: the body "
-    "breaks the rules; `errors` has the messages per field. 429: over the rate limit. "
-    "431: the headers are too large. 500: an unexpected failure. 503: the database is "
-    "unavailable, or logins are busy. 507: the database is full; nothing was written."
-)
-RATE_HEADERS = ["X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"]
+PROBLEMS = "An RFC 9457 problem document; `errors` has the messages per field (422)."
 STRING, INTEGER = {"type": "string"}, {"type": "integer"}
-HEADERS = {  # every response header the service sends: (schema, description)
-    "X-Request-ID": (
-        STRING,
-        "The request's id: the client's X-Request-ID if it was one of letters, digits and "
-        "`._:/+=@-` (1-128), else a new one. The access log names it.",
-    ),
-    "X-RateLimit-Limit": (INTEGER, "Requests the caller may make in the current window."),
-    "X-RateLimit-Remaining": (INTEGER, "Requests left in the current window."),
-    "X-RateLimit-Reset": (INTEGER, "When the window resets, in seconds since the epoch."),
-    "Retry-After": (INTEGER, "Seconds to wait before trying again."),
-    "WWW-Authenticate": (STRING, "How to authenticate: an API key or a bearer token."),
-    "ETag": (STRING, "The person's current version."),
-    "Location": (STRING, "The URL of what was created."),
-    "X-Total-Count": (INTEGER, "Matches in all."),
-    "Link": (STRING, 'The next and previous pages: `</people?limit=10&offset=10>; rel="next"`.'),
-    "Idempotent-Replayed": (
-        {**STRING, "enum": ["true"]},
-        "`true` when this is the saved answer to an earlier request with the same Idempotency-Key.",
-    ),
+RATE_HEADERS = ["X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"]
+HEADERS = {  # every response header the service sends
+    **dict.fromkeys(["X-Request-ID", "WWW-Authenticate", "ETag", "Location", "Link"], STRING),
+    **dict.fromkeys([*RATE_HEADERS, "Retry-After", "X-Total-Count"], INTEGER),
+    "Idempotent-Replayed": {**STRING, "enum": ["true"]},
 }
-# any text: what is not an entity tag of the person matches nothing
-ETAGS = {**STRING, "examples": ["*", '"5cfe64247a3194e1aef01f703986f715572b8d1d"']}
-HEADER_PARAMETERS = {  # request headers a view may name: (schema, description)
-    "If-Match": (ETAGS, "Only change the person if its ETag is one of these (or `*`)."),
-    "If-None-Match": (ETAGS, "Answer 304 if the person's ETag is one of these."),
-    "Last-Event-ID": (
-        {**STRING, "pattern": "^(0|[1-9][0-9]{0,17})$"},
-        "With text/event-stream: resume after this event id (it wins over `after`).",
-    ),
-    "Idempotency-Key": (
-        {**STRING, "minLength": 1, "maxLength": 255, "pattern": "^[\\x20-\\x7e]+$"},
-        "Retrying with the same key and body within 24 h replays the answer.",
-    ),
+HEADER_PARAMETERS = {  # request headers a view may name (any text is an entity tag: no match)
+    "If-Match": STRING,
+    "If-None-Match": STRING,
+    "Last-Event-ID": {**STRING, "pattern": "^(0|[1-9][0-9]{0,17})$"},
+    "Idempotency-Key": {**STRING, "minLength": 1, "maxLength": 255, "pattern": "^[\\x20-\\x7e]+$"},
 }
 SHOWN = 10  # names listed in one answer: a hostile query string cannot make it large
-QUERY = "query_once"  # webargs' query location, refusing a repeated name
-parser = FlaskParser(unknown=RAISE)
 
 
-@parser.location_loader(QUERY)
-def _each_once(req, schema) -> dict:
-    repeated = [name[:40] for name, values in req.args.lists() if len(values) > 1][:SHOWN]
-    if repeated:
+def check_query(takes: frozenset) -> None:
+    """400 for a query parameter given twice or not in `takes`."""
+    args = request.args
+    if repeated := [name[:40] for name, values in args.lists() if len(values) > 1][:SHOWN]:
         raise BadRequest(
             f"Query parameter {', '.join(map(repr, repeated))} given more than once; "
             "give each parameter once.",
             errors=dict.fromkeys(repeated, ["Given more than once."]),
         )
-    return req.args.to_dict()
-
-
-@parser.error_handler
-def _unknown(error, req, schema, *, error_status_code, error_headers):
-    # the schemas of `takes` have only Raw fields: an unknown name is their one error
-    names = [name[:40] for name in req.args if name in error.messages[QUERY]][:SHOWN]
-    takes = ", ".join(sorted(schema.fields)) or "no query parameters"
-    raise BadRequest(
-        f"Unknown query parameter{'s' if len(names) > 1 else ''} "
-        f"{', '.join(map(repr, names))}; {req.path} takes {takes}.",
-        errors=dict.fromkeys(names, ["Unknown parameter."]),
-    )
+    if unknown := [name[:40] for name in args if name not in takes][:SHOWN]:
+        raise BadRequest(
+            f"Unknown query parameter{'s' * (len(unknown) > 1)} {', '.join(map(repr, unknown))}; "
+            f"{request.path} takes {', '.join(sorted(takes)) or 'no query parameters'}.",
+            errors=dict.fromkeys(unknown, ["Unknown parameter."]),
+        )
 
 
 def takes(schema: type[Schema] | None = None):
-    """A view that refuses query parameters other than `schema`'s fields, and repeated ones
-    (400); it reads their values from request.args as before, and the service checks them."""
-    names = {name: fields.Raw() for name in (schema().load_fields if schema else ())}
-    checked_names = Schema.from_dict(names)()
+    """A view that refuses query parameters not in `schema`, and repeated ones (400)."""
+    names = frozenset(schema().load_fields if schema else ())
 
     def mark(view):
         @functools.wraps(view)
         def checked(*args, **kwargs):
-            if request.query_string:
-                parser.parse(checked_names, location=QUERY)
+            check_query(names)
             return view(*args, **kwargs)
 
-        checked.query_names = checked_names
+        checked.query_names = names
         return checked
 
     return mark
@@ -112,21 +67,19 @@ def takes(schema: type[Schema] | None = None):
 
 def check_options() -> None:
     """Flask answers OPTIONS without the view: check the query string as its view would."""
-    if request.method == "OPTIONS" and request.query_string:
+    if request.method == "OPTIONS":
         names = getattr(current_app.view_functions.get(request.endpoint), "query_names", None)
         if names is not None:
-            parser.parse(names, location=QUERY)
+            check_query(names)
 
 
 def api(*, ok: dict, query=None, body=None, headers=(), auth=True, **more):
     """Document a view (its docstring is the summary): `ok` maps statuses to (text, schema,
-    *headers); it takes `query`'s parameters (see takes). `more`: `description`, `tag`,
-    `body_type` (one media type: client generators fail on several)."""
-    meta = {"ok": ok, "query": query, "body": body, "headers": headers, "auth": auth, **more}
+    *headers); `query` is what it takes (see takes); `more`: description, tag, body_type."""
 
     def mark(view):
         view = takes(query)(view)
-        view.apidoc = meta
+        view.apidoc = dict(ok=ok, query=query, body=body, headers=headers, auth=auth, **more)
         return view
 
     return mark
@@ -138,9 +91,10 @@ def _operation(view, rule, method: str) -> dict:
         {"in": "path", "name": name, "required": True, "schema": path_id}
         for name in sorted(rule.arguments)
     ] + ([{"in": "query", "schema": meta["query"]}] if meta["query"] else [])
-    for name in meta["headers"]:
-        schema, text = HEADER_PARAMETERS[name]
-        parameters.append({"in": "header", "name": name, "schema": schema, "description": text})
+    parameters += [
+        {"in": "header", "name": name, "schema": HEADER_PARAMETERS[name]}
+        for name in meta["headers"]
+    ]
     every = ["X-Request-ID", *([] if rule.endpoint in UNCHARGED else RATE_HEADERS)]
     problem = (PROBLEMS, "Problem", "Retry-After", *(["WWW-Authenticate"] * meta["auth"]))
     responses = {}
@@ -157,11 +111,9 @@ def _operation(view, rule, method: str) -> dict:
         "tags": [meta.get("tag", rule.endpoint.split(".")[0])],
         "responses": responses,
         "security": [{"ApiKey": []}, {"Bearer": []}] if meta["auth"] else [],
+        **({"parameters": parameters} if parameters else {}),
+        **({"description": meta["description"]} if "description" in meta else {}),
     }
-    if parameters:
-        operation["parameters"] = parameters
-    if "description" in meta:
-        operation["description"] = meta["description"]
     if meta["body"] is not None:
         content = {meta.get("body_type", "application/json"): {"schema": meta["body"]}}
         operation["requestBody"] = {"required": True, "content": content}
@@ -190,8 +142,8 @@ def build_spec(app, description: str) -> dict:
     spec.components.security_scheme(
         "Bearer", {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"}
     )
-    for name, (schema, text) in HEADERS.items():
-        spec.components.header(name, {"schema": schema, "description": text})
+    for name, schema in HEADERS.items():
+        spec.components.header(name, {"schema": schema})
     spec.components.schema("Problem", schema=ProblemSchema)
     for rule in app.url_map.iter_rules():
         view = app.view_functions[rule.endpoint]
@@ -204,69 +156,49 @@ def build_spec(app, description: str) -> dict:
     return {**spec.to_dict(), "webhooks": openapi_webhooks()}
 
 
+def req(field=fields.String, *args, **kwargs) -> fields.Field:
+    """A field every answer has (client generators then type it as present)."""
+    return field(*args, required=True, **kwargs)
+
+
 class AddressOutSchema(Schema):
-    street = fields.String(required=True, allow_none=True)
-    city = fields.String(required=True, allow_none=True)
-    country = fields.String(required=True, allow_none=True)
+    street, city, country = (req(allow_none=True) for _ in range(3))
 
 
 class PersonEntrySchema(Schema):
-    id = fields.String(required=True, metadata={"example": "17"})
-    name = fields.String(required=True)
+    id, name = req(), req()
 
 
 class PersonOutSchema(PersonEntrySchema):
-    age = fields.Integer(required=True, allow_none=True)
-    email = fields.String(required=True, allow_none=True)
-    address = fields.Nested(AddressOutSchema, required=True)
+    age, email = req(fields.Integer, allow_none=True), req(allow_none=True)
+    address = req(fields.Nested, AddressOutSchema)
 
 
 class MessageOutSchema(Schema):
-    id = fields.String(required=True)
-    person_id = fields.String(required=True)
-    content = fields.String(required=True)
-    sender = fields.String(required=True)
-    created_at = fields.DateTime(required=True, metadata={"example": "2026-11-22T03:44:24.123Z"})
+    id, person_id, content, sender = (req() for _ in range(4))
+    created_at = req(fields.DateTime)
 
 
 class TokenSchema(Schema):
-    access_token = fields.String(required=True)
-    token_type = fields.String(required=True, metadata={"example": "Bearer"})
-    expires_in = fields.Integer(required=True, metadata={"example": 3600})
+    access_token, token_type, expires_in = req(), req(), req(fields.Integer)
 
 
 class CallerSchema(Schema):
-    kind = fields.String(required=True, validate=validate.OneOf(["api_key", "user"]))
-    name = fields.String(required=True)
-    scopes = fields.List(fields.String(), required=True)
-    rate_limit = fields.String(required=True)
-    request_count = fields.Integer(required=True)
-    last_used = fields.DateTime(required=True, allow_none=True)
+    kind, name, rate_limit = req(validate=validate.OneOf(["api_key", "user"])), req(), req()
+    scopes, request_count = req(fields.List, fields.String()), req(fields.Integer)
+    last_used = req(fields.DateTime, allow_none=True)
 
 
 class HealthSchema(Schema):
-    status = fields.String(required=True, validate=validate.OneOf(["ok", "unavailable"]))
-    database = fields.String(
-        required=True,
-        validate=validate.OneOf(["ok", "missing", "read-only", "unreadable", "unreachable"]),
+    status = req(validate=validate.OneOf(["ok", "unavailable"]))
+    database = req(
+        validate=validate.OneOf(["ok", "missing", "read-only", "unreadable", "unreachable"])
     )
 
 
 class ProblemSchema(Schema):
-    type = fields.String(required=True, metadata={"example": "about:blank"})
-    title = fields.String(required=True, metadata={"example": "Unprocessable Entity"})
-    status = fields.Integer(required=True, metadata={"example": 422})
-    detail = fields.String(required=True)
-    errors = fields.Dict(
-        metadata={
-            "description": "Field messages, nested the way the body nests fields (422); "
-            "at most 50 messages.",
-            "example": {"address": {"city": ["Longer than maximum length 200."]}},
-        }
-    )
-    errors_omitted = fields.Integer(
-        metadata={"description": "How many field messages were left out of `errors`."}
-    )
+    type, title, status, detail = req(), req(), req(fields.Integer), req()
+    errors, errors_omitted = fields.Dict(), fields.Integer()
 
 
 # PUT and PATCH bodies may repeat the path's id (the service checks and drops it)

@@ -9,8 +9,7 @@ from werkzeug.wrappers import Response
 
 from ..errors import BadRequest, UnsupportedMediaType
 
-# Arrays and objects inside one another, at most: what reads a body afterwards recurses too
-MAX_DEPTH = 100
+MAX_DEPTH = 100  # arrays and objects inside one another: what reads a body afterwards recurses
 NESTED_TOO_DEEPLY = "The JSON is nested too deeply."
 PATCH_TYPES = ("application/json", "application/merge-patch+json")
 
@@ -82,5 +81,4 @@ def dump_json(data) -> bytes:
 
 
 def json_response(data, status: int = 200, headers=None) -> Response:
-    """A JSON answer."""
     return Response(dump_json(data), status, headers, content_type="application/json")

@@ -8,29 +8,23 @@ from werkzeug.http import parse_accept_header
 HTML = "text/html"
 JSON = "application/json"
 
-_CACHED_HEADER_LENGTH = 1024  # longer Accept headers are not kept in the cache
-
 
 def _best_match(offered: tuple[str, ...], header: str) -> str | None:
     # parameters are dropped: werkzeug's matching compares them, but GraphQL-over-HTTP allows
-    # `application/json; charset=utf-8`
+    # `application/json; charset=utf-8`; what is not a media range is ignored
     ranges = []
     for position, (value, quality) in enumerate(parse_accept_header(header)):
         kind, _, subtype = value.partition(";")[0].strip().lower().partition("/")
-        # what is not a media range is ignored, as if it were absent
         if kind and subtype and "/" not in subtype and (kind != "*" or subtype == "*"):
-            ranges.append(((kind, subtype), quality, -position))
-    choice, choice_rank = None, (0.0, -1, 0)
+            specificity = 0 if kind == "*" else 1 if subtype == "*" else 2
+            ranges.append(((kind, subtype)[:specificity], specificity, quality, -position))
+    choice, choice_rank = None, (0.0,)
     for media in offered:  # on a full tie, the server's order decides
-        wanted, rank = tuple(media.partition("/")[::2]), (0.0, -1, 0)
-        for media_range, quality, position in ranges:
-            specificity = 0 if media_range[0] == "*" else 1 if media_range[1] == "*" else 2
-            matches = media_range[:specificity] == wanted[:specificity]
-            # RFC 9110 12.5.1: the most specific range that matches decides the quality
-            if matches and (specificity, quality) > (rank[1], rank[0]):
-                rank = (quality, specificity, position)
-        if rank[0] > 0 and rank > choice_rank:
-            choice, choice_rank = media, rank
+        wanted = tuple(media.split("/"))
+        # RFC 9110 12.5.1: the most specific range that matches decides the quality
+        found = max(((s, q, p) for r, s, q, p in ranges if r == wanted[:s]), default=None)
+        if found and found[1] > 0 and (found[1], found[0], found[2]) > choice_rank:
+            choice, choice_rank = media, (found[1], found[0], found[2])
     return choice
 
 
@@ -42,8 +36,7 @@ def best_match(offered: tuple[str, ...], header: str | None) -> str | None:
     client's order, then ours); None if none does. No Accept header accepts anything."""
     if header is None or not header.strip():
         return offered[0] if offered else None
-    match = _best_match if len(header) > _CACHED_HEADER_LENGTH else _best_match_cached
-    return match(tuple(offered), header)
+    return (_best_match if len(header) > 1024 else _best_match_cached)(tuple(offered), header)
 
 
 def negotiate(offered: tuple[str, ...]) -> str | None:

@@ -16,7 +16,6 @@ from ..config import cors_origins
 STATIC = Path(__file__).resolve().parent.parent / "static"
 VENDOR = STATIC / "vendor"
 YEAR = 365 * 24 * 3600
-
 bp = Blueprint("assets", __name__)
 
 
@@ -26,18 +25,12 @@ def vendored() -> dict:
     return json.loads((VENDOR / "manifest.json").read_text())
 
 
-@cache
-def _fingerprint(filename: str) -> str:
-    return hashlib.sha256((STATIC / filename).read_bytes()).hexdigest()[:16]
-
-
 @bp.get("/static/<path:filename>")
 def asset(filename: str):
-    """A file of people_service/static; versioned and hashed URLs are cached for a year."""
+    """Versioned and hashed URLs are cached for a year."""
     immutable = filename.startswith("vendor/") or "v" in request.args
     response = send_from_directory(STATIC, filename, max_age=YEAR if immutable else None)
-    if immutable:
-        response.cache_control.immutable = True
+    response.cache_control.immutable = immutable or None
     return response
 
 
@@ -49,35 +42,42 @@ def favicon():
     return response
 
 
-# Pages link their assets relative to themselves (every page is at the top of the app: /, /docs,
-# /graphql), so that a page holds no mount prefix: one rendered once and kept for every browser
-# can never carry a prefix a client sent (gunicorn takes SCRIPT_NAME from a request header).
+# Pages link their assets relative to themselves (every page is at the top of the app), so that
+# a page kept for every browser never carries a mount prefix a client sent (gunicorn takes
+# SCRIPT_NAME from a request header).
 @bp.app_template_global()
+@cache
 def asset_url(filename: str) -> str:
     """The page-relative URL of one of our own static files, with its content hash."""
-    return f"static/{quote(filename, safe='/@')}?v={_fingerprint(filename)}"
+    digest = hashlib.sha256((STATIC / filename).read_bytes()).hexdigest()[:16]
+    return f"static/{quote(filename, safe='/@')}?v={digest}"
 
 
 def vendor_url(package: str, path: str, base: str = "") -> str:
-    """The URL of a file of a vendored npm package: ours (page-relative), or under `base` (an
-    npm CDN)."""
+    """A file of a vendored npm package: ours (page-relative), or under `base` (an npm CDN)."""
     spec = f"{package}@{vendored()[package]['version']}"
-    if base:
-        return f"{base.rstrip('/')}/{spec}/{path}"
-    return "static/" + quote(f"vendor/{spec}/{path}", safe="/@")
+    return (
+        f"{base.rstrip('/')}/{spec}/{path}"
+        if base
+        else quote(f"static/vendor/{spec}/{path}", safe="/@")
+    )
 
 
 def source_of(base: str) -> str:
     """The CSP source of an asset base URL: its origin ('' for this server's own paths)."""
     parts = urlsplit(base)
-    if not parts.netloc:
-        return ""
-    return f"{parts.scheme}://{parts.netloc}" if parts.scheme else parts.netloc
+    return (
+        ""
+        if not parts.netloc
+        else f"{parts.scheme}://{parts.netloc}"
+        if parts.scheme
+        else parts.netloc
+    )
 
 
 def content_security_policy(*, inline_styles: bool = False, origin: str = "") -> str:
-    """A policy allowing this server's (and `origin`'s) scripts, styles and images, no inline
-    script, and inline styles only where asked (vendored React apps set them)."""
+    """This server's (and `origin`'s) scripts, styles and images, no inline script, and inline
+    styles only where asked (vendored React apps set them)."""
     extra = f" {origin}" if origin else ""
     styles = "'self'" + (" 'unsafe-inline'" if inline_styles else "") + extra
     return (
@@ -87,54 +87,39 @@ def content_security_policy(*, inline_styles: bool = False, origin: str = "") ->
     )
 
 
-DEFAULT_POLICY = content_security_policy()
+PAGE_HEADERS = {
+    "Content-Security-Policy": content_security_policy(),
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+    "Cross-Origin-Opener-Policy": "same-origin",
+}
 
 
 def secure(response: Response) -> Response:
-    """The security headers of an HTML page (a page that set its own policy keeps it); the
-    origins CORS answers vary on."""
-    headers = response.headers
+    """An HTML page's security headers (its own policy wins); the origins CORS varies on."""
     if current_app.config.get("CORS_ON") == "origins":
         response.vary.add("Origin")  # flask-cors says so only when it knows several
-    if not headers.get("Content-Type", "").startswith("text/html"):
-        return response
-    headers.setdefault("Content-Security-Policy", DEFAULT_POLICY)
-    headers.setdefault("X-Frame-Options", "DENY")
-    headers.setdefault("Referrer-Policy", "no-referrer")
-    headers.setdefault("Cross-Origin-Opener-Policy", "same-origin")
+    if response.headers.get("Content-Type", "").startswith("text/html"):
+        for name, value in PAGE_HEADERS.items():
+            response.headers.setdefault(name, value)
     return response
 
 
 def html_response(body: str, policy: str | None = None) -> Response:
     """An HTML page, which varies with Accept (the same URL answers JSON to programs)."""
-    response = Response(body, content_type="text/html; charset=utf-8")
-    response.headers["Vary"] = "Accept"
+    response = Response(body, content_type="text/html; charset=utf-8", headers={"Vary": "Accept"})
     if policy:
         response.headers["Content-Security-Policy"] = policy
     return response
 
 
-# what a browser app may send: the credentials, JSON bodies and the conditional/idempotent writes
-ALLOW_HEADERS = (
-    "Authorization Content-Type Idempotency-Key If-Match If-None-Match Last-Event-ID X-API-Key "
-    "X-HTTP-Method-Override X-Request-ID"
-).split()
-# what its scripts may read beyond the CORS-safelisted response headers
-EXPOSE_HEADERS = (
-    "ETag Idempotent-Replayed Link Location Retry-After WWW-Authenticate X-RateLimit-Limit "
-    "X-RateLimit-Remaining X-RateLimit-Reset X-Request-ID X-Total-Count"
-).split()
-
-
 def is_preflight() -> bool:
     """A CORS preflight of a known route (answered before authentication and the limit)."""
-    headers = request.headers
     return (
         request.method == "OPTIONS"
         and current_app.config.get("CORS_ON") is not None
         and request.url_rule is not None
-        and "Origin" in headers
-        and "Access-Control-Request-Method" in headers
+        and all(name in request.headers for name in ("Origin", "Access-Control-Request-Method"))
     )
 
 
@@ -152,8 +137,12 @@ def init_cors(app) -> None:
         # with *, every answer says `Access-Control-Allow-Origin: *`, the same for everyone
         send_wildcard=anyone,
         always_send=anyone,
-        allow_headers=ALLOW_HEADERS,
-        expose_headers=EXPOSE_HEADERS,
+        # what a browser app may send, and what its scripts may read beyond the safelisted
+        allow_headers="Authorization Content-Type Idempotency-Key If-Match If-None-Match "
+        "Last-Event-ID X-API-Key X-HTTP-Method-Override X-Request-ID".split(),
+        expose_headers="ETag Idempotent-Replayed Link Location Retry-After WWW-Authenticate "
+        "X-RateLimit-Limit X-RateLimit-Remaining X-RateLimit-Reset X-Request-ID "
+        "X-Total-Count".split(),
         max_age=600,  # seconds a browser may reuse a preflight's answer (methods: all)
         supports_credentials=False,  # credentials travel in headers, never in cookies
     )
