@@ -26,31 +26,25 @@ def check(ctx, param, value):
 
 def grant_options(command):
     """--scopes and --rate-limit of a new key or user."""
-    command = click.option(
-        "--rate-limit",
-        callback=check,
-        help='Its own rate limit, e.g. "100/minute" (default: PEOPLE_SERVICE_RATE_LIMIT).',
-    )(command)
-    scopes_help = "Comma list of read, write, admin."
-    return click.option(
-        "--scopes", default="read,write", show_default=True, callback=check, help=scopes_help
-    )(command)
+    limit_help = 'Its own rate limit, e.g. "100/minute" (default: PEOPLE_SERVICE_RATE_LIMIT).'
+    scopes = dict(default="read,write", show_default=True, help="Comma list of read, write, admin.")
+    command = click.option("--rate-limit", callback=check, help=limit_help)(command)
+    return click.option("--scopes", callback=check, **scopes)(command)
 
 
-def grant_table(first: tuple, rows: list[tuple], ended: str) -> None:
+def listing(rows: list[tuple], first: tuple, ended: str) -> None:
     """`first` columns, then a key's or user's grant and usage, then `ended` (revoked, ...)."""
-    default = settings()["RATE_LIMIT"]
+    default = f"{settings()['RATE_LIMIT']} (default)"
     head = (*first, "scopes", "rate limit", "created", "last used", "requests", ended)
+    grant = ("created_at", "last_used", "request_count", f"{ended}_at")
     table(
         head,
-        [(*cells, *grant_cells(row, default), row[f"{ended}_at"] or "-") for cells, row in rows],
+        [
+            (*cells, row["scopes"].replace(" ", ","), row["rate_limit"] or default)
+            + tuple("-" if row[name] is None else row[name] for name in grant)
+            for cells, row in rows
+        ],
     )
-
-
-def grant_cells(row: dict, default_limit: str) -> tuple:
-    limit = row["rate_limit"] or f"{default_limit} (default)"
-    scopes = row["scopes"].replace(" ", ",")
-    return scopes, limit, row["created_at"], row["last_used"] or "-", str(row["request_count"])
 
 
 def stdin_is_a_terminal() -> bool:  # tests stand in for a person
@@ -90,15 +84,14 @@ def keys():
     """API keys: create, list, rotate, revoke, delete."""
 
 
+@click.group()
+def users():
+    """Logins for the token handshake: create, list, passwd, disable, enable, delete."""
+
+
 @keys.command("create")
 @click.argument("name", required=False, callback=check)
-@click.option(
-    "--name",
-    "name_option",
-    metavar="NAME",
-    callback=check,
-    help="The same as NAME, for scripts that name it.",
-)
+@click.option("--name", "name_option", metavar="NAME", callback=check, help="The same as NAME.")
 @grant_options
 def keys_create(name, name_option, scopes, rate_limit):
     """Create the key NAME; it is printed once, alone on the last line (only its hash is kept)."""
@@ -114,38 +107,8 @@ def keys_create(name, name_option, scopes, rate_limit):
 @keys.command("list")
 def keys_list():
     """List keys with scopes, limits and usage (at most USAGE_FLUSH_SECONDS behind)."""
-    rows = [((key["name"], key["prefix"] + "…"), key) for key in opened(create=False).list_keys()]
-    grant_table(("name", "prefix"), rows, "revoked")
-
-
-@keys.command("rotate")
-@click.argument("name")
-def keys_rotate(name):
-    """Give the key NAME a new secret (printed once); its name, limits and usage stay."""
-    key = credentials.rotate_key(opened(), name)
-    click.echo(f"rotated API key '{name}'; the old secret is refused from now on:")
-    click.echo(key)
-
-
-@keys.command("revoke")
-@click.argument("name")
-def keys_revoke(name):
-    """Refuse the key NAME from now on (every server notices at once)."""
-    credentials.revoke_key(opened(), name)
-    click.echo(f"revoked API key '{name}'; it is refused from now on")
-
-
-@keys.command("delete")
-@click.argument("name")
-def keys_delete(name):
-    """Forget the key NAME (revoked or not); it is refused from now on."""
-    credentials.delete_key(opened(), name)
-    click.echo(f"deleted API key '{name}'")
-
-
-@click.group()
-def users():
-    """Logins for the token handshake: create, list, passwd, disable, enable, delete."""
+    found = opened(create=False).list_keys()
+    listing([((k["name"], k["prefix"] + "…"), k) for k in found], ("name", "prefix"), "revoked")
 
 
 @users.command("create")
@@ -163,8 +126,8 @@ def users_create(username, scopes, rate_limit, password_stdin):
 @users.command("list")
 def users_list():
     """List users with scopes, limits, usage and whether they are disabled."""
-    rows = [((user["username"],), user) for user in opened(create=False).list_users()]
-    grant_table(("username",), rows, "disabled")
+    found = opened(create=False).list_users()
+    listing([((user["username"],), user) for user in found], ("username",), "disabled")
 
 
 @users.command("passwd")
@@ -178,25 +141,37 @@ def users_passwd(username, password_stdin):
     click.echo(f"changed the password of '{username}'; its older tokens are refused")
 
 
-@users.command("disable")
-@click.argument("username")
-def users_disable(username):
-    """Stop USERNAME from logging in; its tokens stop working at once."""
-    credentials.set_disabled(opened(), username, True)
-    click.echo(f"disabled user '{username}'; its tokens are refused from now on")
+# group, name, what the store does, what is said (a new key is printed after it), help
+ONE_NAME = [
+    (keys, "rotate", credentials.rotate_key,
+     "rotated API key '{}'; the old secret is refused from now on:",
+     "Give the key NAME a new secret (printed once); its name, limits and usage stay."),
+    (keys, "revoke", credentials.revoke_key, "revoked API key '{}'; it is refused from now on",
+     "Refuse the key NAME from now on (every server notices at once)."),
+    (keys, "delete", credentials.delete_key, "deleted API key '{}'",
+     "Forget the key NAME (revoked or not); it is refused from now on."),
+    (users, "disable", lambda store, name: credentials.set_disabled(store, name, True),
+     "disabled user '{}'; its tokens are refused from now on",
+     "Stop USERNAME from logging in; its tokens stop working at once."),
+    (users, "enable", lambda store, name: credentials.set_disabled(store, name, False),
+     "enabled user '{}'", "Let a disabled USERNAME log in again (old tokens stay refused)."),
+    (users, "delete", credentials.delete_user, "deleted user '{}'",
+     "Forget USERNAME; its tokens stop working at once."),
+]  # fmt: skip
 
 
-@users.command("enable")
-@click.argument("username")
-def users_enable(username):
-    """Let a disabled USERNAME log in again (old tokens stay refused)."""
-    credentials.set_disabled(opened(), username, False)
-    click.echo(f"enabled user '{username}'")
+def one_name_command(group, name, action, said, help):
+    """A command of `group` that acts on one NAME or USERNAME and says so."""
+
+    @group.command(name, help=help)
+    @click.argument("name" if group is keys else "username")
+    def command(**given):
+        name = next(iter(given.values()))
+        new_key = action(opened(), name)
+        click.echo(said.format(name))
+        if new_key:
+            click.echo(new_key)
 
 
-@users.command("delete")
-@click.argument("username")
-def users_delete(username):
-    """Forget USERNAME; its tokens stop working at once."""
-    credentials.delete_user(opened(), username)
-    click.echo(f"deleted user '{username}'")
+for entry in ONE_NAME:
+    one_name_command(*entry)
