@@ -6,7 +6,7 @@ import click
 
 from . import credentials
 from .cli_base import Fail, opened, settings, table
-from .errors import BadRequest
+from .errors import BadRequest, NotFound
 
 
 def field_message(exc: BadRequest, field: str) -> str:
@@ -141,21 +141,32 @@ def users_passwd(username, password_stdin):
     click.echo(f"changed the password of '{username}'; its older tokens are refused")
 
 
-# group, name, what the store does, what is said (a new key is printed after it), help
+def found(method: str, missing: str, *args):
+    """The store's `method` on a name; NotFound (`missing`) when it changed nothing."""
+
+    def act(store, name):
+        if not getattr(store, method)(name, *args):
+            raise NotFound(missing.format(name))
+
+    return act
+
+
+# group, command, what it does (a new key it returns is printed last), what it says, its help
 ONE_NAME = [
     (keys, "rotate", credentials.rotate_key,
      "rotated API key '{}'; the old secret is refused from now on:",
      "Give the key NAME a new secret (printed once); its name, limits and usage stay."),
-    (keys, "revoke", credentials.revoke_key, "revoked API key '{}'; it is refused from now on",
+    (keys, "revoke", found("revoke_key", "No active API key named '{}'."),
+     "revoked API key '{}'; it is refused from now on",
      "Refuse the key NAME from now on (every server notices at once)."),
-    (keys, "delete", credentials.delete_key, "deleted API key '{}'",
+    (keys, "delete", found("delete_key", "No API key named '{}'."), "deleted API key '{}'",
      "Forget the key NAME (revoked or not); it is refused from now on."),
-    (users, "disable", lambda store, name: credentials.set_disabled(store, name, True),
+    (users, "disable", found("set_disabled", "No enabled user named '{}'.", True),
      "disabled user '{}'; its tokens are refused from now on",
      "Stop USERNAME from logging in; its tokens stop working at once."),
-    (users, "enable", lambda store, name: credentials.set_disabled(store, name, False),
+    (users, "enable", found("set_disabled", "No disabled user named '{}'.", False),
      "enabled user '{}'", "Let a disabled USERNAME log in again (old tokens stay refused)."),
-    (users, "delete", credentials.delete_user, "deleted user '{}'",
+    (users, "delete", found("delete_user", "No user named '{}'."), "deleted user '{}'",
      "Forget USERNAME; its tokens stop working at once."),
 ]  # fmt: skip
 
