@@ -68,8 +68,7 @@ def people_query(**given) -> dict:
 
 def _people_args(given: dict) -> tuple[dict, tuple]:
     query = people_query(**given)
-    filters = {key: query[key] for key in FILTERS}
-    return query, (filters, query["limit"], query["offset"], query["sort"])
+    return query, ({k: query[k] for k in FILTERS}, query["limit"], query["offset"], query["sort"])
 
 
 def list_people(store, **args) -> tuple[list[dict], int, dict]:
@@ -119,7 +118,7 @@ def create_person(store, data, precondition: Precondition | None = None) -> tupl
 
 
 def _without_path_id(data, person_id):
-    """A body may repeat the id of its path (and only that id); the rest is the person."""
+    """A body may repeat the id of its path (and only that id)."""
     if not isinstance(data, dict) or "id" not in data:
         return data
     if data["id"] != str(person_id):
@@ -128,7 +127,7 @@ def _without_path_id(data, person_id):
 
 
 def replace_person(store, person_id, data, precondition: Precondition | None = None) -> dict:
-    """Replace every field of a person (PUT); fields left out become null."""
+    """PUT: fields left out become null."""
     person = schemas.load(schemas.person_schema, _without_path_id(data, person_id))
     with _locked(store, person_id, precondition) as (key, _):
         store.update_person(key, columns(person))
@@ -136,7 +135,7 @@ def replace_person(store, person_id, data, precondition: Precondition | None = N
 
 
 def update_person(store, person_id, patch, precondition: Precondition | None = None) -> dict:
-    """Change the fields a merge patch names (PATCH); null clears a field."""
+    """PATCH (a merge patch): null clears a field."""
     changes = schemas.load(schemas.person_patch_schema, _without_path_id(patch, person_id))
     return _merge(store, person_id, changes, precondition)
 
@@ -150,9 +149,8 @@ def _merge(store, person_id, changes: dict, precondition: Precondition | None) -
 
 
 def _updated(store, key: int) -> dict:
-    """The person after a change, recorded as person.updated (also when nothing changed)."""
     person = person_out(store.get_person(key))
-    events.record(store, "person.updated", person)
+    events.record(store, "person.updated", person)  # also when nothing changed
     return person
 
 
@@ -166,7 +164,6 @@ def _locked(store, person_id, precondition: Precondition | None):
 
 
 def delete_person(store, person_id, precondition: Precondition | None = None) -> None:
-    """Delete a person with their friendships and messages, in one transaction."""
     with _locked(store, person_id, precondition) as (key, _):
         store.delete_person(key)
         events.record(store, "person.deleted", {"id": str(key)})
@@ -222,10 +219,9 @@ def send_message(store, viewer: Viewer, data) -> dict:
     """Send a message from the caller to a person (NotFound for an unknown person)."""
     message = schemas.load(schemas.message_schema, data)
     row = {"person_id": int(message["person_id"]), "content": message["content"]}
+    row |= {"sender_id": viewer.sender_id, "sender": viewer.name}
     with store.transaction():
-        sent = message_out(
-            store.insert_message({**row, "sender_id": viewer.sender_id, "sender": viewer.name})
-        )
+        sent = message_out(store.insert_message(row))
         events.record(store, "message.created", sent, viewer.sender_id)
     return sent
 
