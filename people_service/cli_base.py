@@ -7,7 +7,7 @@ import click
 
 from . import config, prepare_directory
 from .errors import ServiceError
-from .store import Store, is_url, open_store
+from .store import Store, is_url, open_store, redacted
 
 Fail = click.ClickException  # one line on stderr, exit status 1
 
@@ -46,8 +46,7 @@ def opened(database: str | None = None, *, create: bool = True) -> Store:
         store = open_store(path)
         store.upgrade_schema()
     except Exception as exc:  # the driver's, the file system's or the schema's: one line
-        shown = path.split("@")[-1] if is_url(path) else path
-        raise Fail(f"cannot open the database {shown}: {reason(exc)}") from None
+        raise Fail(f"cannot open the database {redacted(path)}: {reason(exc)}") from None
     return store
 
 
