@@ -32,19 +32,14 @@ def grant_options(command):
     return click.option("--scopes", callback=check, **scopes)(command)
 
 
-def listing(rows: list[tuple], first: tuple, ended: str) -> None:
+def listing(found: list[tuple], first: tuple, ended: str) -> None:
     """`first` columns, then a key's or user's grant and usage, then `ended` (revoked, ...)."""
-    default = f"{settings()['RATE_LIMIT']} (default)"
-    head = (*first, "scopes", "rate limit", "created", "last used", "requests", ended)
-    grant = ("created_at", "last_used", "request_count", f"{ended}_at")
-    table(
-        head,
-        [
-            (*cells, row["scopes"].replace(" ", ","), row["rate_limit"] or default)
-            + tuple("-" if row[name] is None else row[name] for name in grant)
-            for cells, row in rows
-        ],
-    )
+    default, rows = f"{settings()['RATE_LIMIT']} (default)", []
+    for cells, row in found:
+        grant = (row["scopes"].replace(" ", ","), row["rate_limit"] or default, row["created_at"])
+        usage = (row["last_used"] or "-", row["request_count"], row[f"{ended}_at"] or "-")
+        rows.append((*cells, *grant, *usage))
+    table((*first, "scopes", "rate limit", "created", "last used", "requests", ended), rows)
 
 
 def stdin_is_a_terminal() -> bool:  # tests stand in for a person
@@ -100,8 +95,7 @@ def keys_create(name, name_option, scopes, rate_limit):
     if not (name := name or name_option):
         raise click.UsageError("Missing argument 'NAME'.")
     key = credentials.create_key(opened(), name, scopes, rate_limit)
-    click.echo(f"created API key '{name}' ({scopes}); shown once, only its hash is kept:")
-    click.echo(key)
+    click.echo(f"created API key '{name}' ({scopes}); shown once, only its hash is kept:\n{key}")
 
 
 @keys.command("list")
