@@ -129,8 +129,7 @@ def issue_token(user: dict, secret: str, ttl: int) -> dict:
 
 
 def caller_from_token(store, token: str, secret: str) -> Caller | None:
-    """The user a token stands for; None when it is invalid or expired, or its user is gone,
-    disabled or has a new password since (read on every request: any process's change counts)."""
+    """The user a token stands for, read on every request; None if the token is bad or old."""
     try:
         claims = jwt.decode(token, secret, ["HS256"], {"require": CLAIMS}, issuer=ISSUER, leeway=5)
     except jwt.InvalidTokenError:

@@ -9,8 +9,7 @@ from .service import columns, person_out
 
 
 def import_people(store, document) -> tuple[int, int]:
-    """Load people in demo.json's format, ids kept, in one transaction (a taken id or email
-    stops it all); returns the people and friendships added."""
+    """Load people in demo.json's format, ids kept, all or nothing: (people, friendships)."""
     if not isinstance(document, dict) or not isinstance(document.get("people"), list):
         raise Invalid("The file must be a JSON object with a 'people' array.")
     people, friendships = {}, []
