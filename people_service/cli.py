@@ -40,10 +40,9 @@ def main(argv=None) -> int:
     except (KeyboardInterrupt, click.Abort):
         return 130
     except Exception as exc:  # which file, never which exception
+        where = "" if isinstance(exc, ServiceError | OSError) else "unexpected error: "
         if isinstance(exc, OSError) and exc.filename:
             where = f"cannot access {exc.filename}: "
-        else:
-            where = "" if isinstance(exc, ServiceError | OSError) else "unexpected error: "
         click.echo(f"people-service: {where}{reason(exc)}", err=True)
         return 1
     return result if isinstance(result, int) else 0
@@ -104,8 +103,9 @@ def migrate(target):
 
 
 def number(name: str, default: int, help: str, high: int | None = None):
-    kind = click.IntRange(1, high)
-    return click.option(name, type=kind, default=default, show_default=True, help=help)
+    return click.option(
+        name, type=click.IntRange(1, high), default=default, show_default=True, help=help
+    )
 
 
 @cli.command()
@@ -116,10 +116,7 @@ def number(name: str, default: int, help: str, high: int | None = None):
 @number("--connection-limit", 250, "Most open connections per process (see docs/deployment.md).")
 @number("--channel-timeout", 15, "Seconds a connection may stay silent (idle or mid-request).")
 @click.option(
-    "--url-prefix",
-    default="",
-    metavar="PATH",
-    help="Serve under this path (/api): links and pages follow it; see deploy/.",
+    "--url-prefix", default="", metavar="PATH", help="Serve under this path (/api); see deploy/."
 )
 @click.option(
     "--demo",
@@ -134,19 +131,16 @@ def serve(**options):
     return server.run(overrides(), **options)
 
 
-def add_database_option(group: click.Group) -> None:
-    """--db on the group and on every command below it."""
-    database_option(group)
-    for command in group.commands.values():
-        if isinstance(command, click.Group):
-            add_database_option(command)
-        else:
-            database_option(command)
+def with_database_option(command: click.Command) -> None:
+    """--db on the command and on every command below it."""
+    database_option(command)
+    for below in getattr(command, "commands", {}).values():
+        with_database_option(below)
 
 
 for command in (keys, users, webhooks, deliver):
     cli.add_command(command)
-add_database_option(cli)
+with_database_option(cli)
 
 if __name__ == "__main__":  # python -m people_service.cli
     raise SystemExit(main())

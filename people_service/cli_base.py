@@ -7,7 +7,7 @@ import click
 
 from . import config, prepare_directory
 from .errors import ServiceError
-from .store import Store, is_url, open_store
+from .store import Store, is_url, open_store, redacted
 
 Fail = click.ClickException  # one line on stderr, exit status 1
 
@@ -46,8 +46,7 @@ def opened(database: str | None = None, *, create: bool = True) -> Store:
         store = open_store(path)
         store.upgrade_schema()
     except Exception as exc:  # the driver's, the file system's or the schema's: one line
-        shown = path.split("@")[-1] if is_url(path) else path
-        raise Fail(f"cannot open the database {shown}: {reason(exc)}") from None
+        raise Fail(f"cannot open the database {redacted(path)}: {reason(exc)}") from None
     return store
 
 
@@ -61,10 +60,10 @@ def missing(path: str) -> str:
         )
     directory = os.path.dirname(os.path.abspath(path))
     init = f"people-service init-db --db {shlex.quote(path)}"
-    if not os.path.isdir(directory):
-        mkdir = f"mkdir -p {shlex.quote(directory)}"
-        return f"no database at {path}, nor its directory {directory}: {mkdir} && {init}"
-    return f"no database at {path} ({init} makes one)"
+    if os.path.isdir(directory):
+        return f"no database at {path} ({init} makes one)"
+    mkdir = f"mkdir -p {shlex.quote(directory)}"
+    return f"no database at {path}, nor its directory {directory}: {mkdir} && {init}"
 
 
 def reason(exc: BaseException) -> str:
@@ -73,12 +72,11 @@ def reason(exc: BaseException) -> str:
         return exc.detail
     if isinstance(exc, OSError) and exc.strerror:
         return exc.strerror
-    lines = str(exc).strip().splitlines()
-    return lines[0] if lines else "no reason given"
+    return (str(exc).strip().splitlines() or ["no reason given"])[0]
 
 
 def table(columns: tuple, rows: list[tuple]) -> None:
-    widths = [max(len(str(row[i])) for row in [columns, *rows]) for i in range(len(columns))]
-    for row in [columns, *rows]:
-        cells = (str(cell).ljust(width) for cell, width in zip(row, widths, strict=True))
-        click.echo("  ".join(cells).rstrip())
+    rows = [tuple(map(str, row)) for row in [columns, *rows]]
+    widths = [max(map(len, cells)) for cells in zip(*rows, strict=True)]
+    for row in rows:
+        click.echo("  ".join(map(str.ljust, row, widths)).rstrip())

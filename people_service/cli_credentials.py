@@ -6,7 +6,7 @@ import click
 
 from . import credentials
 from .cli_base import Fail, opened, settings, table
-from .errors import BadRequest
+from .errors import BadRequest, NotFound
 
 
 def field_message(exc: BadRequest, field: str) -> str:
@@ -26,31 +26,20 @@ def check(ctx, param, value):
 
 def grant_options(command):
     """--scopes and --rate-limit of a new key or user."""
-    command = click.option(
-        "--rate-limit",
-        callback=check,
-        help='Its own rate limit, e.g. "100/minute" (default: PEOPLE_SERVICE_RATE_LIMIT).',
-    )(command)
-    scopes_help = "Comma list of read, write, admin."
-    return click.option(
-        "--scopes", default="read,write", show_default=True, callback=check, help=scopes_help
-    )(command)
+    limit_help = 'Its own rate limit, e.g. "100/minute" (default: PEOPLE_SERVICE_RATE_LIMIT).'
+    scopes = dict(default="read,write", show_default=True, help="Comma list of read, write, admin.")
+    command = click.option("--rate-limit", callback=check, help=limit_help)(command)
+    return click.option("--scopes", callback=check, **scopes)(command)
 
 
-def grant_table(first: tuple, rows: list[tuple], ended: str) -> None:
+def listing(found: list[tuple], first: tuple, ended: str) -> None:
     """`first` columns, then a key's or user's grant and usage, then `ended` (revoked, ...)."""
-    default = settings()["RATE_LIMIT"]
-    head = (*first, "scopes", "rate limit", "created", "last used", "requests", ended)
-    table(
-        head,
-        [(*cells, *grant_cells(row, default), row[f"{ended}_at"] or "-") for cells, row in rows],
-    )
-
-
-def grant_cells(row: dict, default_limit: str) -> tuple:
-    limit = row["rate_limit"] or f"{default_limit} (default)"
-    scopes = row["scopes"].replace(" ", ",")
-    return scopes, limit, row["created_at"], row["last_used"] or "-", str(row["request_count"])
+    default, rows = f"{settings()['RATE_LIMIT']} (default)", []
+    for cells, row in found:
+        grant = (row["scopes"].replace(" ", ","), row["rate_limit"] or default, row["created_at"])
+        usage = (row["last_used"] or "-", row["request_count"], row[f"{ended}_at"] or "-")
+        rows.append((*cells, *grant, *usage))
+    table((*first, "scopes", "rate limit", "created", "last used", "requests", ended), rows)
 
 
 def stdin_is_a_terminal() -> bool:  # tests stand in for a person
@@ -90,15 +79,14 @@ def keys():
     """API keys: create, list, rotate, revoke, delete."""
 
 
+@click.group()
+def users():
+    """Logins for the token handshake: create, list, passwd, disable, enable, delete."""
+
+
 @keys.command("create")
 @click.argument("name", required=False, callback=check)
-@click.option(
-    "--name",
-    "name_option",
-    metavar="NAME",
-    callback=check,
-    help="The same as NAME, for scripts that name it.",
-)
+@click.option("--name", "name_option", metavar="NAME", callback=check, help="The same as NAME.")
 @grant_options
 def keys_create(name, name_option, scopes, rate_limit):
     """Create the key NAME; it is printed once, alone on the last line (only its hash is kept)."""
@@ -107,45 +95,14 @@ def keys_create(name, name_option, scopes, rate_limit):
     if not (name := name or name_option):
         raise click.UsageError("Missing argument 'NAME'.")
     key = credentials.create_key(opened(), name, scopes, rate_limit)
-    click.echo(f"created API key '{name}' ({scopes}); shown once, only its hash is kept:")
-    click.echo(key)
+    click.echo(f"created API key '{name}' ({scopes}); shown once, only its hash is kept:\n{key}")
 
 
 @keys.command("list")
 def keys_list():
     """List keys with scopes, limits and usage (at most USAGE_FLUSH_SECONDS behind)."""
-    rows = [((key["name"], key["prefix"] + "…"), key) for key in opened(create=False).list_keys()]
-    grant_table(("name", "prefix"), rows, "revoked")
-
-
-@keys.command("rotate")
-@click.argument("name")
-def keys_rotate(name):
-    """Give the key NAME a new secret (printed once); its name, limits and usage stay."""
-    key = credentials.rotate_key(opened(), name)
-    click.echo(f"rotated API key '{name}'; the old secret is refused from now on:")
-    click.echo(key)
-
-
-@keys.command("revoke")
-@click.argument("name")
-def keys_revoke(name):
-    """Refuse the key NAME from now on (every server notices at once)."""
-    credentials.revoke_key(opened(), name)
-    click.echo(f"revoked API key '{name}'; it is refused from now on")
-
-
-@keys.command("delete")
-@click.argument("name")
-def keys_delete(name):
-    """Forget the key NAME (revoked or not); it is refused from now on."""
-    credentials.delete_key(opened(), name)
-    click.echo(f"deleted API key '{name}'")
-
-
-@click.group()
-def users():
-    """Logins for the token handshake: create, list, passwd, disable, enable, delete."""
+    found = opened(create=False).list_keys()
+    listing([((k["name"], k["prefix"] + "…"), k) for k in found], ("name", "prefix"), "revoked")
 
 
 @users.command("create")
@@ -163,8 +120,8 @@ def users_create(username, scopes, rate_limit, password_stdin):
 @users.command("list")
 def users_list():
     """List users with scopes, limits, usage and whether they are disabled."""
-    rows = [((user["username"],), user) for user in opened(create=False).list_users()]
-    grant_table(("username",), rows, "disabled")
+    found = opened(create=False).list_users()
+    listing([((user["username"],), user) for user in found], ("username",), "disabled")
 
 
 @users.command("passwd")
@@ -178,25 +135,48 @@ def users_passwd(username, password_stdin):
     click.echo(f"changed the password of '{username}'; its older tokens are refused")
 
 
-@users.command("disable")
-@click.argument("username")
-def users_disable(username):
-    """Stop USERNAME from logging in; its tokens stop working at once."""
-    credentials.set_disabled(opened(), username, True)
-    click.echo(f"disabled user '{username}'; its tokens are refused from now on")
+def found(method: str, missing: str, *args):
+    """The store's `method` on a name; NotFound (`missing`) when it changed nothing."""
+
+    def act(store, name):
+        if not getattr(store, method)(name, *args):
+            raise NotFound(missing.format(name))
+
+    return act
 
 
-@users.command("enable")
-@click.argument("username")
-def users_enable(username):
-    """Let a disabled USERNAME log in again (old tokens stay refused)."""
-    credentials.set_disabled(opened(), username, False)
-    click.echo(f"enabled user '{username}'")
+# group, command, what it does (a new key it returns is printed last), what it says, its help
+ONE_NAME = [
+    (keys, "rotate", credentials.rotate_key,
+     "rotated API key '{}'; the old secret is refused from now on:",
+     "Give the key NAME a new secret (printed once); its name, limits and usage stay."),
+    (keys, "revoke", found("revoke_key", "No active API key named '{}'."),
+     "revoked API key '{}'; it is refused from now on",
+     "Refuse the key NAME from now on (every server notices at once)."),
+    (keys, "delete", found("delete_key", "No API key named '{}'."), "deleted API key '{}'",
+     "Forget the key NAME (revoked or not); it is refused from now on."),
+    (users, "disable", found("set_disabled", "No enabled user named '{}'.", True),
+     "disabled user '{}'; its tokens are refused from now on",
+     "Stop USERNAME from logging in; its tokens stop working at once."),
+    (users, "enable", found("set_disabled", "No disabled user named '{}'.", False),
+     "enabled user '{}'", "Let a disabled USERNAME log in again (old tokens stay refused)."),
+    (users, "delete", found("delete_user", "No user named '{}'."), "deleted user '{}'",
+     "Forget USERNAME; its tokens stop working at once."),
+]  # fmt: skip
 
 
-@users.command("delete")
-@click.argument("username")
-def users_delete(username):
-    """Forget USERNAME; its tokens stop working at once."""
-    credentials.delete_user(opened(), username)
-    click.echo(f"deleted user '{username}'")
+def one_name_command(group, name, action, said, help):
+    """A command of `group` that acts on one NAME or USERNAME and says so."""
+
+    @group.command(name, help=help)
+    @click.argument("name" if group is keys else "username")
+    def command(**given):
+        name = next(iter(given.values()))
+        new_key = action(opened(), name)
+        click.echo(said.format(name))
+        if new_key:
+            click.echo(new_key)
+
+
+for entry in ONE_NAME:
+    one_name_command(*entry)

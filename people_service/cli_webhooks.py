@@ -20,7 +20,7 @@ def webhooks():
 @click.option("--description", help="What the webhook is for.")
 def webhooks_create(url, events, description):
     """Create a webhook for URL; its secret is printed once, alone on the last line."""
-    events = events.split(",") if events is not None else None
+    events = events if events is None else events.split(",")
     data = {"url": url, "events": events, "description": description}
     webhook = service.create_webhook(opened(), data, settings())
     click.echo(f"created webhook {webhook['id']} for {webhook['url']}; its secret (shown once):")
@@ -30,16 +30,11 @@ def webhooks_create(url, events, description):
 @webhooks.command("list")
 def webhooks_list():
     """List the webhooks, one a line, id first."""
-    rows = [
-        (
-            hook["id"],
-            hook["url"],
-            ",".join(hook["events"] if hook["events"] is not None else ["(all)"]),
-            "yes" if hook["enabled"] else "no",
-            hook["created_at"],
-        )
-        for hook in opened(create=False).list_webhooks()
-    ]
+    rows = []
+    for hook in opened(create=False).list_webhooks():
+        events = "(all)" if hook["events"] is None else ",".join(hook["events"])
+        enabled = "yes" if hook["enabled"] else "no"
+        rows.append((hook["id"], hook["url"], events, enabled, hook["created_at"]))
     table(("id", "url", "events", "enabled", "created"), rows)
 
 

@@ -7,68 +7,37 @@ import re
 from limits import parse_many
 
 PREFIX = "PEOPLE_SERVICE_"
-
-DEFAULTS: dict[str, object] = {
-    # SQLite file (relative to the working directory) or a postgresql:// URL
-    "DATABASE": "data/people.db",
-    # JWT signing secret (32+ bytes); unset: generated once and kept by the store
-    "SECRET_KEY": None,
-    # lifetime of a login token, in seconds
-    "TOKEN_TTL": 3600,
-    # default limit of every API key and user, read at request time
-    "RATE_LIMIT": "600/minute",
-    # limit per address without valid credentials, and of each caller's too-complex queries
-    "ANONYMOUS_RATE_LIMIT": "60/minute",
-    # limit of the token handshake, per client address and username
-    "AUTH_RATE_LIMIT": "10/minute",
-    # rate-limit counters: memory://, sqlite://[PATH] or redis://host:port; unset: beside DATABASE
-    "RATE_LIMIT_STORAGE": "",
-    # prefix of the counters' keys, so several deployments can share one Redis
-    "RATE_LIMIT_PREFIX": "people-service",
-    # the page GET /graphql serves to a browser: playground, graphiql or none
-    "EXPLORER": "playground",
-    # base URL of an npm CDN the explorer loads its assets from; empty: the service's own copy
-    "EXPLORER_CDN": "",
-    # whether GraphQL introspection (__schema, __type) is allowed
-    "INTROSPECTION": True,
-    # deepest GraphQL selection allowed
-    "GRAPHQL_MAX_DEPTH": 10,
-    # largest estimated GraphQL cost (nodes that can come back) allowed
-    "GRAPHQL_MAX_COST": 5000,
-    # most aliases one GraphQL operation may use, counted through its fragments
-    "GRAPHQL_MAX_ALIASES": 30,
-    # largest request body, in bytes
-    "MAX_BODY_BYTES": 1 << 20,
-    # level of the people_service loggers (the access log is INFO)
-    "LOG_LEVEL": "INFO",
-    # reverse proxies whose X-Forwarded-For is believed: comma list of addresses or networks
-    "TRUSTED_PROXY": "",
-    # seconds between flushes of the per-key usage counters to the database
-    "USAGE_FLUSH_SECONDS": 5,
-    # whether GET /metrics answers and requests are counted for it (prometheus-client)
-    "METRICS": True,
-    # sites whose pages may call the API (comma list of origins, or *); empty: CORS is off
-    "CORS_ORIGINS": "",
-    # how new passwords are hashed: pbkdf2:HASH:ROUNDS or scrypt:N:R:P (lower only for tests)
-    "PASSWORD_HASH_METHOD": "pbkdf2:sha256:600000",
-    # most event streams one process holds; 0: half of serve's --threads, else 4
-    "EVENT_STREAMS": 0,
-    # seconds an event stream lasts before the server ends it with a retry: hint
-    "EVENT_STREAM_SECONDS": 300,
-    # most seconds between two writes to an event stream (a comment line when nothing happens)
-    "EVENT_HEARTBEAT_SECONDS": 15,
-    # seconds a webhook receiver has to answer (connect included) before the attempt fails
-    "WEBHOOK_TIMEOUT": 10,
-    # seconds between a failed delivery attempt and the next (comma list); after the last: failed
-    "WEBHOOK_RETRY_SCHEDULE": "5,300,1800,7200,18000,36000,36000",
-    # whether webhook URLs may reach loopback, private and link-local addresses (tests, LANs)
-    "WEBHOOK_ALLOW_PRIVATE": False,
-    # days events and finished deliveries are kept
-    "EVENT_RETENTION_DAYS": 7,
+DEFAULTS: dict[str, object] = {  # the README's table says more of each
+    "DATABASE": "data/people.db",  # SQLite file (relative to the working directory) or URL
+    "SECRET_KEY": None,  # JWT signing secret (32+ bytes); unset: the store's, made once
+    "TOKEN_TTL": 3600,  # lifetime of a login token, in seconds
+    "RATE_LIMIT": "600/minute",  # default limit of every API key and user
+    "ANONYMOUS_RATE_LIMIT": "60/minute",  # per address without credentials; too-complex queries
+    "AUTH_RATE_LIMIT": "10/minute",  # of the token handshake, per client address and username
+    "RATE_LIMIT_STORAGE": "",  # memory://, sqlite://[PATH] or redis://; unset: beside DATABASE
+    "RATE_LIMIT_PREFIX": "people-service",  # of the counters' keys: deployments share a Redis
+    "EXPLORER": "playground",  # the page GET /graphql serves a browser
+    "EXPLORER_CDN": "",  # npm CDN of the explorer's assets; empty: the service's own copy
+    "INTROSPECTION": True,  # whether GraphQL introspection is allowed
+    "GRAPHQL_MAX_DEPTH": 10,  # deepest GraphQL selection allowed
+    "GRAPHQL_MAX_COST": 5000,  # largest estimated GraphQL cost (nodes that can come back)
+    "GRAPHQL_MAX_ALIASES": 30,  # most aliases of one GraphQL operation, through its fragments
+    "MAX_BODY_BYTES": 1 << 20,  # largest request body, in bytes
+    "LOG_LEVEL": "INFO",  # of the people_service loggers (the access log is INFO)
+    "TRUSTED_PROXY": "",  # proxies whose X-Forwarded-For is believed: addresses or networks
+    "USAGE_FLUSH_SECONDS": 5,  # between flushes of the per-key usage counters
+    "METRICS": True,  # whether GET /metrics answers and requests are counted for it
+    "CORS_ORIGINS": "",  # origins whose pages may call the API, or *; empty: CORS is off
+    "PASSWORD_HASH_METHOD": "pbkdf2:sha256:600000",  # for new passwords (lower only for tests)
+    "EVENT_STREAMS": 0,  # most event streams per process; 0: half of serve's --threads, else 4
+    "EVENT_STREAM_SECONDS": 300,  # an event stream's life, ended with a retry: hint
+    "EVENT_HEARTBEAT_SECONDS": 15,  # most seconds between two writes to an event stream
+    "WEBHOOK_TIMEOUT": 10,  # seconds a webhook receiver has to answer, connect included
+    "WEBHOOK_RETRY_SCHEDULE": "5,300,1800,7200,18000,36000,36000",  # seconds between attempts
+    "WEBHOOK_ALLOW_PRIVATE": False,  # whether webhook URLs may reach private addresses
+    "EVENT_RETENTION_DAYS": 7,  # days events and finished deliveries are kept
 }
-
 TRUE, FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
-AUTO = ("EVENT_STREAMS",)  # integer settings where 0 means "chosen for the server"
 # scheme://host[:port], as browsers send it in Origin (a trailing slash is forgiven)
 ORIGIN = re.compile(r"(https?)://([a-z0-9.-]+|\[[0-9a-f:.]+\])(:[0-9]{1,5})?/?", re.IGNORECASE)
 # Settings that must match a pattern in full, and what they must be
@@ -100,7 +69,6 @@ class ConfigError(ValueError):
 
 
 def refused(name: str, rule: str, *value) -> ConfigError:
-    """`PEOPLE_SERVICE_NAME must RULE[, not VALUE]`."""
     return ConfigError(f"{PREFIX}{name} must {rule}" + "".join(f", not {v!r}" for v in value))
 
 
@@ -109,25 +77,22 @@ def load(overrides: dict | None = None, environ=None) -> dict:
     environ = os.environ if environ is None else environ
     config = dict(DEFAULTS)
     for name, default in DEFAULTS.items():
-        if (raw := environ.get(PREFIX + name)) is not None:
-            config[name] = parse(name, default, raw)
+        if (raw := environ.get(PREFIX + name)) is None:
+            continue
+        if isinstance(default, bool) and raw.strip().lower() in TRUE + FALSE:
+            config[name] = raw.strip().lower() in TRUE
+        elif isinstance(default, bool):
+            raise refused(name, "be true or false", raw)
+        elif isinstance(default, int):
+            try:
+                config[name] = int(raw)
+            except ValueError:
+                raise refused(name, "be an integer", raw) from None
+        else:
+            config[name] = raw
     config.update(overrides or {})
     check(config)
     return config
-
-
-def parse(name: str, default, raw: str):
-    """An environment variable's text as the type of its default."""
-    if isinstance(default, bool):
-        if raw.strip().lower() not in TRUE + FALSE:
-            raise refused(name, "be true or false", raw)
-        return raw.strip().lower() in TRUE
-    if isinstance(default, int):
-        try:
-            return int(raw)
-        except ValueError:
-            raise refused(name, "be an integer", raw) from None
-    return raw
 
 
 def check(config: dict) -> None:
@@ -139,7 +104,7 @@ def check(config: dict) -> None:
         if not re.fullmatch(pattern, str(config[name] or "")):
             raise refused(name, rule, config[name])
     for name in [name for name, value in DEFAULTS.items() if type(value) is int]:
-        value, least = config[name], 0 if name in AUTO else 1
+        value, least = config[name], 0 if name == "EVENT_STREAMS" else 1  # 0: chosen by serve
         if isinstance(value, bool) or not isinstance(value, int) or value < least:
             raise refused(name, "be 0 or more" if least == 0 else "be a positive integer")
     # the flush thread waits this long: past what threading can wait for, it would die silently

@@ -2,7 +2,6 @@
 
 import hashlib
 import hmac
-import logging
 import secrets
 import time
 from dataclasses import dataclass
@@ -15,15 +14,13 @@ from .errors import BadRequest, NotFound
 from .passwords import DEFAULT_METHOD, check_password, dummy_hash, names_its_context
 from .service import Viewer
 
-log = logging.getLogger("people_service")
 KEY_PREFIX = "ps_"
 ISSUER = "people-service"
+CLAIMS = ["exp", "iat", "sub", "iss", "scope", "gen", "uid"]
 
 
 @dataclass(frozen=True)
 class Caller:
-    """An authenticated caller: an API key or a user with a token."""
-
     kind: str  # "api_key" or "user"
     id: int
     name: str
@@ -31,8 +28,7 @@ class Caller:
     rate_limit: str | None  # its own limit; None: the default
 
     @property
-    def key(self) -> str:
-        """The caller's identity for rate limits, usage and message ownership."""
+    def key(self) -> str:  # its identity for rate limits, usage and message ownership
         return f"{self.kind}:{self.id}"
 
     @property
@@ -44,13 +40,7 @@ def _scopes(scopes) -> str:
     return " ".join(scope for scope in schemas.SCOPES if scope in scopes)
 
 
-def _found(done, message: str) -> None:
-    if not done:
-        raise NotFound(message)
-
-
-def hash_key(key: str) -> str:
-    """Keys are random enough that a fast hash is safe; only the hash is stored."""
+def hash_key(key: str) -> str:  # keys are random enough that a fast hash is safe
     return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
 
 
@@ -60,7 +50,6 @@ def _new_key() -> tuple[str, str, str]:
 
 
 def create_key(store, name: str, scopes="read,write", rate_limit: str | None = None) -> str:
-    """A new API key (returned once, never stored in clear); a taken name is Conflict."""
     given = {"name": name, "scopes": scopes, "rate_limit": rate_limit}
     checked = schemas.load(schemas.key_request_schema, given, error=BadRequest)
     key, prefix, digest = _new_key()
@@ -75,25 +64,14 @@ def check_field(kind: str, field: str, value) -> None:
     schemas.load(schema(only=(field,)), {field: value}, error=BadRequest)
 
 
-def revoke_key(store, name: str) -> None:
-    """Refuse a key from now on, in every process; NotFound for no such active key."""
-    _found(store.revoke_key(name), f"No active API key named '{name}'.")
-
-
 def rotate_key(store, name: str) -> str:
-    """A new secret for an active key (returned once); its name, limits and usage stay."""
     key, prefix, digest = _new_key()
-    _found(store.rotate_key(name, prefix, digest), f"No active API key named '{name}'.")
+    if not store.rotate_key(name, prefix, digest):
+        raise NotFound(f"No active API key named '{name}'.")
     return key
 
 
-def delete_key(store, name: str) -> None:
-    """Forget a key, revoked or not (it is refused from now on); NotFound if there is none."""
-    _found(store.delete_key(name), f"No API key named '{name}'.")
-
-
 def caller_from_key(store, key: str) -> Caller | None:
-    """The caller an API key stands for, or None for an unknown or revoked key."""
     if not key.startswith(KEY_PREFIX) or len(key) > 128:
         return None
     row = store.key_by_hash(digest := hash_key(key))
@@ -124,20 +102,9 @@ def check_new_password(password: str, username: str) -> str:
 
 
 def change_password(store, username: str, password: str, method: str = DEFAULT_METHOD) -> None:
-    """A new password; tokens issued before it stop working at once, in every process."""
     hashed = generate_password_hash(check_new_password(password, username), method)
-    _found(store.set_password(username, hashed), f"No user named '{username}'.")
-
-
-def set_disabled(store, username: str, disabled: bool) -> None:
-    """Disable a user (no logins, its tokens stop working) or enable it (old tokens stay dead)."""
-    state = "enabled" if disabled else "disabled"
-    _found(store.set_disabled(username, disabled), f"No {state} user named '{username}'.")
-
-
-def delete_user(store, username: str) -> None:
-    """Forget a user; its tokens stop working at once."""
-    _found(store.delete_user(username), f"No user named '{username}'.")
+    if not store.set_password(username, hashed):
+        raise NotFound(f"No user named '{username}'.")
 
 
 def login(store, username: str, password: str, method: str = DEFAULT_METHOD) -> dict | None:
@@ -152,7 +119,6 @@ def login(store, username: str, password: str, method: str = DEFAULT_METHOD) -> 
 
 
 def issue_token(user: dict, secret: str, ttl: int) -> dict:
-    """A bearer token for a user who logged in, as the handshake answers it."""
     now = int(time.time())
     claims = {"sub": user["username"], "scope": user["scopes"], "iat": now, "exp": now + ttl}
     # gen: a new password or a disable moves it on; uid: a new user of a deleted one's name
@@ -162,12 +128,8 @@ def issue_token(user: dict, secret: str, ttl: int) -> dict:
     return {"access_token": token, "token_type": "Bearer", "expires_in": ttl}
 
 
-CLAIMS = ["exp", "iat", "sub", "iss", "scope", "gen", "uid"]
-
-
 def caller_from_token(store, token: str, secret: str) -> Caller | None:
-    """The user a token stands for; None when it is invalid or expired, or its user is gone,
-    disabled or has a new password since (read on every request: any process's change counts)."""
+    """The user a token stands for, read on every request; None if the token is bad or old."""
     try:
         claims = jwt.decode(token, secret, ["HS256"], {"require": CLAIMS}, issuer=ISSUER, leeway=5)
     except jwt.InvalidTokenError:
@@ -175,10 +137,9 @@ def caller_from_token(store, token: str, secret: str) -> Caller | None:
     if not isinstance(claims["scope"], str) or not schemas.is_username(claims["sub"]):
         return None  # signed by us, yet not what we issue: a lone surrogate cannot be a name
     user = store.user_by_name(claims["sub"])
-    if user is None or user["disabled_at"] or claims["gen"] != user["token_generation"]:
-        return None
-    if claims["uid"] != user["id"]:
-        return None  # issued to an earlier user of this name
+    current = (user["token_generation"], user["id"]) if user and not user["disabled_at"] else None
+    if current != (claims["gen"], claims["uid"]):
+        return None  # gone, disabled, a new password since, or an earlier user of this name
     # a token never grants more than its user has now
     scopes = frozenset(claims["scope"].split()) & frozenset(user["scopes"].split())
     return Caller("user", user["id"], user["username"], scopes, user["rate_limit"])
@@ -193,7 +154,7 @@ def load_secret(config: dict, store) -> str:
 
 
 def summary(usage, caller: Caller, default_limit: str) -> dict:
-    """What /me and GraphQL's `me` say about a caller; the request count is exact."""
+    """What /me and GraphQL's `me` say about a caller, its request count exact."""
     count, last_used = usage.exact(caller.kind, caller.id)
     return {
         "kind": caller.kind,

@@ -11,8 +11,7 @@ class ServiceError(Exception):
     status, graphql_code, default_detail = 500, INTERNAL, "Internal server error."
 
     def __init__(self, detail: str | None = None, *, errors: dict | None = None):
-        self.detail = detail or self.default_detail
-        self.errors = errors
+        self.detail, self.errors = detail or self.default_detail, errors
         super().__init__(self.detail)
 
     @classmethod
@@ -21,14 +20,13 @@ class ServiceError(Exception):
         return cls(f"{field}: {message}", errors={field: [message]})
 
 
-def _error(name: str, status: int, detail: str = "", code: str = "", base=ServiceError) -> type:
-    detail = detail or base.default_detail
+def _error(name: str, status: int, detail="", code="", base=ServiceError) -> type:
     code = code or ("BAD_REQUEST" if status < 500 else INTERNAL)
+    detail = detail or base.default_detail
     return type(name, (base,), {"status": status, "graphql_code": code, "default_detail": detail})
 
 
-# The code table: HTTP status, default detail, GraphQL extensions.code (by default BAD_REQUEST
-# below 500, else INTERNAL_SERVER_ERROR) and base class
+# The code table: HTTP status, default detail, GraphQL extensions.code and base class
 BadRequest = _error("BadRequest", 400, "The request is malformed.")
 # a query-string parameter or GraphQL argument out of its range
 InvalidArgument = _error("InvalidArgument", 400, code="BAD_USER_INPUT", base=BadRequest)

@@ -26,8 +26,7 @@ def fingerprint(*parts) -> str:
 
 
 def idempotent(store, caller: str, key: str | None, request_print: str, action):
-    """Run `action() -> (status, body)` once per caller and key within 24 hours; returns
-    (status, body, replayed). A key reused with another request is Invalid."""
+    """Run `action() -> (status, body)` per caller and key once a day: (status, body, replayed)."""
     if key is None:
         return (*action(), False)
     if not 1 <= len(key) <= 255 or not key.isprintable() or not key.isascii():

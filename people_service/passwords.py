@@ -11,16 +11,15 @@ DEFAULT_METHOD = "pbkdf2:sha256:600000"
 MIN_LENGTH = 15  # NIST SP 800-63B rev. 4: the least for a password used alone
 
 
-@functools.cache
-def common_passwords() -> frozenset[str]:
-    """The passwords refused as too common, in the form `plain` compares."""
-    lines = Path(__file__).with_name("common_passwords.txt").read_text().splitlines()
-    return frozenset(plain(line) for line in lines if line and not line.startswith("#"))
-
-
 def plain(password: str) -> str:
     """A password without spaces, case folded: how the rules below compare it."""
     return "".join(password.split()).casefold()
+
+
+@functools.cache
+def common_passwords() -> frozenset[str]:
+    lines = Path(__file__).with_name("common_passwords.txt").read_text().splitlines()
+    return frozenset(plain(line) for line in lines if line and not line.startswith("#"))
 
 
 def guessable(password: str) -> bool:
@@ -33,16 +32,15 @@ def guessable(password: str) -> bool:
 
 def names_its_context(password: str, username: str) -> bool:
     """NIST's context words: whether a password holds the username or the service's name."""
-    text = plain(password)
     words = ["peopleservice", "people-service"]
     if len(username) >= 4:  # shorter names are in too many words to refuse them all
         words.append(username.casefold())
-    return any(word in text for word in words)
+    return any(word in plain(password) for word in words)
 
 
 def check_password(stored: str, password: str) -> bool:
-    """Whether `password` matches a stored hash; False for a hash werkzeug cannot read.
-    Callers take a turn at the runtime's LoginGate first: a check costs ~0.2 s of CPU."""
+    """Whether `password` matches a stored hash (False for a hash werkzeug cannot read); it
+    costs ~0.2 s of CPU, so callers take a turn at the runtime's LoginGate first."""
     try:
         return check_password_hash(stored, password)
     except ValueError:  # an unknown method or hash name, bad numbers, an unencodable password

@@ -3,6 +3,7 @@
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 
 from . import events, schemas
 from .errors import Invalid, InvalidArgument, NotFound, PreconditionFailed, ServiceError
@@ -15,9 +16,7 @@ FILTERS = (*TEXTS, "min_age", "max_age")
 
 
 @dataclass(frozen=True)
-class Viewer:
-    """Who asks: messages are private to `sender_id` unless `admin`."""
-
+class Viewer:  # messages are private to `sender_id` unless `admin`
     sender_id: str
     name: str
     admin: bool = False
@@ -35,7 +34,6 @@ def parse_id(value, what: str = "person") -> int:
 
 
 def page(limit=None, offset=None) -> tuple[int, int]:
-    """Checked paging arguments (strings from a URL or ints from GraphQL)."""
     args = {k: v for k, v in (("limit", limit), ("offset", offset)) if v is not None}
     loaded = schemas.load(schemas.page_schema, args, error=InvalidArgument)
     return loaded["limit"], loaded["offset"]
@@ -51,13 +49,11 @@ def list_field_limit(limit) -> int:
 
 
 def person_out(row: dict) -> dict:
-    """A stored row in the shape clients see."""
     fields = {key: row[key] for key in ("name", "age", "email")}
     return {"id": str(row["id"]), **fields, "address": {key: row[key] for key in ADDRESS}}
 
 
 def columns(person: dict) -> dict:
-    """A person as clients send it, as the store's columns."""
     address = person.get("address") or {}
     fields = {"name": person["name"], "age": person.get("age"), "email": person.get("email")}
     return {**fields, **{key: address.get(key) for key in ADDRESS}}
@@ -72,8 +68,7 @@ def people_query(**given) -> dict:
 
 def _people_args(given: dict) -> tuple[dict, tuple]:
     query = people_query(**given)
-    filters = {key: query[key] for key in FILTERS}
-    return query, (filters, query["limit"], query["offset"], query["sort"])
+    return query, ({k: query[k] for k in FILTERS}, query["limit"], query["offset"], query["sort"])
 
 
 def list_people(store, **args) -> tuple[list[dict], int, dict]:
@@ -85,7 +80,6 @@ def list_people(store, **args) -> tuple[list[dict], int, dict]:
 
 
 def people_details(store, **args) -> list[dict]:
-    """Like list_people, with every field of each person (for GraphQL)."""
     return [person_out(row) for row in store.list_people_details(*_people_args(args)[1])]
 
 
@@ -124,7 +118,7 @@ def create_person(store, data, precondition: Precondition | None = None) -> tupl
 
 
 def _without_path_id(data, person_id):
-    """A body may repeat the id of its path (and only that id); the rest is the person."""
+    """A body may repeat the id of its path (and only that id)."""
     if not isinstance(data, dict) or "id" not in data:
         return data
     if data["id"] != str(person_id):
@@ -133,7 +127,7 @@ def _without_path_id(data, person_id):
 
 
 def replace_person(store, person_id, data, precondition: Precondition | None = None) -> dict:
-    """Replace every field of a person (PUT); fields left out become null."""
+    """PUT: fields left out become null."""
     person = schemas.load(schemas.person_schema, _without_path_id(data, person_id))
     with _locked(store, person_id, precondition) as (key, _):
         store.update_person(key, columns(person))
@@ -141,13 +135,12 @@ def replace_person(store, person_id, data, precondition: Precondition | None = N
 
 
 def update_person(store, person_id, patch, precondition: Precondition | None = None) -> dict:
-    """Change the fields a merge patch names (PATCH); null clears a field."""
+    """PATCH (a merge patch): null clears a field."""
     changes = schemas.load(schemas.person_patch_schema, _without_path_id(patch, person_id))
     return _merge(store, person_id, changes, precondition)
 
 
 def _merge(store, person_id, changes: dict, precondition: Precondition | None) -> dict:
-    """An RFC 7396 merge patch of the person and its address."""
     with _locked(store, person_id, precondition) as (key, current):
         if changes.get("address") is not None:
             changes = {**changes, "address": {**current["address"], **changes["address"]}}
@@ -156,9 +149,8 @@ def _merge(store, person_id, changes: dict, precondition: Precondition | None) -
 
 
 def _updated(store, key: int) -> dict:
-    """The person after a change, recorded as person.updated (also when nothing changed)."""
     person = person_out(store.get_person(key))
-    events.record(store, "person.updated", person)
+    events.record(store, "person.updated", person)  # also when nothing changed
     return person
 
 
@@ -172,26 +164,14 @@ def _locked(store, person_id, precondition: Precondition | None):
 
 
 def delete_person(store, person_id, precondition: Precondition | None = None) -> None:
-    """Delete a person with their friendships and messages, in one transaction."""
     with _locked(store, person_id, precondition) as (key, _):
         store.delete_person(key)
         events.record(store, "person.deleted", {"id": str(key)})
 
 
 def people_by_ids(store, person_ids: list[str]) -> dict[str, dict]:
-    """People by id, in one store call (unknown ids are left out)."""
     rows = store.get_people([int(pid) for pid in person_ids])
     return {str(row["id"]): person_out(row) for row in rows}
-
-
-def add_friend(store, person_id, friend_id) -> dict:
-    """Make two people friends (mutual, idempotent); returns the first person."""
-    return _friendship(store, person_id, friend_id, adding=True)
-
-
-def remove_friend(store, person_id, friend_id) -> dict:
-    """End a friendship (fine when there was none); returns the first person."""
-    return _friendship(store, person_id, friend_id, adding=False)
 
 
 def _friendship(store, person_id, friend_id, adding: bool) -> dict:
@@ -208,6 +188,10 @@ def _friendship(store, person_id, friend_id, adding: bool) -> dict:
             kind = "friendship.created" if adding else "friendship.deleted"
             events.record(store, kind, {"person_id": str(a), "friend_id": str(b)})
     return get_person(store, a)
+
+
+add_friend = partial(_friendship, adding=True)  # mutual, idempotent; returns the first person
+remove_friend = partial(_friendship, adding=False)  # fine when there was none
 
 
 def list_friends(store, person_id, *, limit=None, offset=None) -> tuple[list[dict], int, dict]:
@@ -235,10 +219,9 @@ def send_message(store, viewer: Viewer, data) -> dict:
     """Send a message from the caller to a person (NotFound for an unknown person)."""
     message = schemas.load(schemas.message_schema, data)
     row = {"person_id": int(message["person_id"]), "content": message["content"]}
+    row |= {"sender_id": viewer.sender_id, "sender": viewer.name}
     with store.transaction():
-        sent = message_out(
-            store.insert_message({**row, "sender_id": viewer.sender_id, "sender": viewer.name})
-        )
+        sent = message_out(store.insert_message(row))
         events.record(store, "message.created", sent, viewer.sender_id)
     return sent
 
@@ -252,7 +235,6 @@ def get_message(store, viewer: Viewer, message_id) -> dict:
 
 
 def list_messages(store, viewer: Viewer, person_id, *, limit=None, offset=None) -> list[dict]:
-    """The caller's messages to a person, newest first."""
     count, skip = page(limit, offset)
     key = int(get_person(store, person_id)["id"])
     return [message_out(row) for row in store.list_messages(key, viewer.filter, count, skip)]
@@ -262,8 +244,3 @@ def messages_of(store, viewer: Viewer, person_ids: list[str], limit) -> dict[str
     """The caller's newest `limit` (checked) messages to each person, in one store call."""
     found = store.messages_of([int(pid) for pid in person_ids], viewer.filter, limit)
     return {str(pid): [message_out(row) for row in rows] for pid, rows in found.items()}
-
-
-def check_health(store) -> str:
-    """'ok', or what is wrong with the database ('missing', 'read-only', 'unreadable')."""
-    return store.check()

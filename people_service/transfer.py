@@ -9,45 +9,39 @@ from .service import columns, person_out
 
 
 def import_people(store, document) -> tuple[int, int]:
-    """Load people in demo.json's format, ids kept, in one transaction (a taken id or email
-    stops it all); returns the people and friendships added."""
+    """Load people in demo.json's format, ids kept, all or nothing: (people, friendships)."""
     if not isinstance(document, dict) or not isinstance(document.get("people"), list):
         raise Invalid("The file must be a JSON object with a 'people' array.")
-    entries = schemas.load(schemas.import_schema, document)["people"]
-    people, friendships, known = [], [], set()
-    for entry in entries:
-        person_id = int(entry["id"])
-        if person_id in known:
+    people, friendships = {}, []
+    for entry in schemas.load(schemas.import_schema, document)["people"]:
+        if (person_id := int(entry["id"])) in people:
             raise Invalid(f"Two people in the file have the id '{person_id}'.")
-        known.add(person_id)
-        people.append({"id": person_id, **columns(entry)})
+        people[person_id] = {"id": person_id, **columns(entry)}
         friendships.extend((person_id, int(friend)) for friend in entry["friends"])
     if any(a == b for a, b in friendships):
         raise Invalid("A person cannot befriend themselves.")
     with store.transaction():
-        unknown = sorted(
-            {b for _, b in friendships if b not in known and store.get_person(b) is None}
-        )
-        if unknown:
+        others = {b for _, b in friendships if b not in people}
+        if unknown := sorted(b for b in others if store.get_person(b) is None):
             raise Invalid(f"Friends refer to unknown people: {', '.join(map(str, unknown[:5]))}.")
-        store.import_people(people, friendships)
+        store.import_people(list(people.values()), friendships)
     return len(people), len({tuple(sorted(pair)) for pair in friendships})
 
 
 def load_demo(store) -> tuple[int, int]:
-    """Import the demo data set shipped with the package."""
     return import_people(store, json.loads(Path(__file__).with_name("demo.json").read_bytes()))
 
 
 def export_people(store) -> tuple[dict, int]:
     """Every person with address and friend ids, in the import format; and the friendship count."""
     rows, pairs = store.export_people()
-    friends: dict[int, list[str]] = {}
+    friends: dict[int, list[int]] = {}
     for a, b in pairs:
-        friends.setdefault(a, []).append(str(b))
-        friends.setdefault(b, []).append(str(a))
+        friends.setdefault(a, []).append(b)
+        friends.setdefault(b, []).append(a)
     people = [
-        {**person_out(row), "friends": sorted(friends.get(row["id"], []), key=int)} for row in rows
+        {**person_out(r), "friends": sorted(map(str, friends.get(r["id"], [])), key=int)}
+        for r in rows
     ]
     return {"people": people}, len(pairs)
 

@@ -141,7 +141,7 @@ def test_every_setting_has_a_commented_default_and_a_readme_row():
     source = (PACKAGE / "config.py").read_text()
     for name in config.DEFAULTS:
         assert f"| `PEOPLE_SERVICE_{name}` |" in readme, name
-        assert re.search(rf"# .+\n\s+\"{name}\":", source), f"{name} has no comment"
+        assert re.search(rf'^    "{name}": .+  # \S', source, re.M), f"{name} has no comment"
     rows = re.findall(r"^\| `PEOPLE_SERVICE_(\w+)` \|", readme, flags=re.M)
     assert sorted(rows) == sorted(config.DEFAULTS)
 
