@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING
 from . import config as settings
 from . import logs
 from .config import ConfigError
-from .runtime import Runtimes
 from .store import is_url, open_store, redacted
 
 if TYPE_CHECKING:
@@ -37,6 +36,7 @@ def create_app(config: dict | None = None) -> "Flask":
     from . import web
     from .graphql import view as graphql
     from .rest import events, openapi, ops, people, webhooks
+    from .runtime import Runtimes
     from .web import metrics, pages, problems, ratelimit
 
     options = settings.load(config)

@@ -138,12 +138,10 @@ class Runtime:
         self.config, self.pid, self.counters = config, os.getpid(), counters
         self.store = open_store(config["DATABASE"])
         try:
-            self.store.upgrade_schema()
-            self.secret = load_secret({"SECRET_KEY": secret}, self.store)
-        except Exception as exc:  # the operator's to fix; the next request tries again
+            self.secret = prepare(config, self.store, secret)
+        except ConfigError:  # the operator's to fix; the next request tries again
             self.store.close()
-            shown = redacted(config["DATABASE"])
-            raise ConfigError(f"cannot open database {shown!r}: {exc}") from None
+            raise
         threads = config.get("SERVER_THREADS") or OTHER_SERVERS_THREADS
         self.usage = UsageTracker(self.store, config["USAGE_FLUSH_SECONDS"])
         self.logins = LoginGate(max(1, threads // 4))
@@ -173,6 +171,19 @@ class Runtime:
         self.store.close()
         if self.counters is not None:
             self.counters()
+
+
+def prepare(config: dict, store, secret: str | None) -> str:
+    """Migrate the schema and read the token secret; ConfigError says what is wrong."""
+    try:
+        store.upgrade_schema()
+    except Exception as exc:
+        shown = redacted(config["DATABASE"])
+        raise ConfigError(f"cannot open database {shown!r}: {exc}") from None
+    try:
+        return load_secret({"SECRET_KEY": secret}, store)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read or create the secret key: {exc}") from None
 
 
 class Runtimes:

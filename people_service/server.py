@@ -101,15 +101,19 @@ def run(overrides: dict, host: str, port: int, workers: int, *, demo: bool, **op
     if workers > 1:
         share_metrics()  # before create_app imports prometheus_client, which reads it then
     app = create_app(overrides)
-    store = open_store(settings["DATABASE"])  # this process's own, closed before any fork
-    try:
-        store.upgrade_schema()
-        hint = bootstrap(store, demo, database=overrides.get("DATABASE"))
-    except Exception as exc:
-        shown = redacted(settings["DATABASE"])
-        raise ConfigError(f"cannot open database {shown!r}: {exc}") from None
-    finally:
-        store.close()
+    threads = options["threads"]
+    app.config["SERVER_THREADS"] = threads  # the runtime sizes its streams and logins by it
+    app.config["EVENT_STREAMS"] = app.config["EVENT_STREAMS"] or max(1, threads // 2)
+    named = overrides.get("DATABASE")
+    if workers == 1:  # this process's runtime, made now: it delivers webhooks from the start
+        hint = bootstrap(app.extensions["people_service"].get().store, demo, database=named)
+    else:  # the workers make their own after the fork: no connection may cross it
+        store = open_store(settings["DATABASE"])
+        try:
+            runtime.prepare(settings, store, settings["SECRET_KEY"])
+            hint = bootstrap(store, demo, database=named)
+        finally:
+            store.close()
     port = sockets[0].getsockname()[1]
     prefix = (options.get("url_prefix") or "").strip("/")
     options["url_prefix"] = prefix = f"/{prefix}" if prefix else ""
@@ -151,6 +155,10 @@ def serve(app, sockets, *, threads, connection_limit, channel_timeout, use_selec
     """Serve `app` with waitress until SIGTERM or SIGINT, then finish the running requests."""
     app.config["SERVER_THREADS"] = threads
     app.config["EVENT_STREAMS"] = app.config["EVENT_STREAMS"] or max(1, threads // 2)
+    try:
+        app.extensions["people_service"].get()  # this process delivers webhooks from now
+    except ConfigError as exc:  # the first request tries again, and answers 503 meanwhile
+        log.warning("%s", exc)
     server = create_server(
         app,
         sockets=sockets,
@@ -180,10 +188,6 @@ def serve(app, sockets, *, threads, connection_limit, channel_timeout, use_selec
         raise SystemExit(0)
 
     _on_stop(stop)
-    try:
-        app.extensions["people_service"].get()  # this process delivers webhooks from now
-    except ConfigError as exc:  # the first request tries again, and answers 503 meanwhile
-        log.warning("%s", exc)
     # on SystemExit waitress's threads finish the requests they run; waiting ones are dropped
     server.run()  # it ends on SystemExit
     _on_stop(signal.SIG_IGN)  # kept while Python exits, which resets handlers of its own

@@ -472,7 +472,7 @@ def test_the_usage_flush_thread_survives_any_exception(tmp_path, caplog):
             while len(calls) < 3 and time.monotonic() < deadline:
                 time.sleep(0.02)
         assert len(calls) >= 3, "the flush thread stopped"
-        assert usage._thread.is_alive()
+        assert usage.thread.is_alive()
         usage.flush()  # waits for a flush still writing (the third call may not have committed)
         assert store.usage("api_key", 1)["request_count"] == 2  # nothing counted was lost
         assert "a bug, not a ServiceError" in caplog.text
