@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 import pytest
 import requests
 
-from people_service import credentials, feed
+from people_service import feed
 from people_service.web import services
 
 from .conftest import (
