@@ -89,9 +89,9 @@ def wsgi_middleware(app, config):
 
         def respond(status, headers, exc_info=None):
             # flask-limiter adds its window's Retry-After to every limited answer, rounded
-            # down: only a 429 keeps it (at least 1), a 503 its own, the others none
-            own = environ.get("people_service.retry_after") if status[:3] == "503" else None
+            # down: only a 429 or 503 keeps one, the app's own if it set one, else at least 1
             retry = status[:3] in RETRY_STATUSES
+            own = environ.get("people_service.retry_after") if retry else None
             headers = [
                 (k, own or _at_least_one(v) if k == "Retry-After" else v)
                 for k, v in headers

@@ -66,8 +66,8 @@ def _problem(error: Exception) -> tuple[dict, dict]:
     if isinstance(error, e.ServiceError):
         status, detail, errors = error.status, error.detail, error.errors
         # a busy database frees up in a moment, an operator's fix (a missing file) takes longer
-        if isinstance(error, e.Unavailable):
-            headers["Retry-After"] = "1" if isinstance(error, e.Busy) else "5"
+        if isinstance(error, e.Unavailable | e.RateLimited):
+            headers["Retry-After"] = "5" if type(error) is e.Unavailable else "1"
         headers |= getattr(error, "http_headers", {})
         if status == 500:  # a failure nobody foresaw (the store's, say): the operator must know
             log.error("unexpected error", exc_info=error)
