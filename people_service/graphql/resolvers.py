@@ -2,76 +2,56 @@
 
 from collections import defaultdict, namedtuple
 from functools import cache, partial, wraps
-from operator import itemgetter
 from pathlib import Path
 
-from ariadne import (
-    EnumType,
-    MutationType,
-    ObjectType,
-    QueryType,
-    load_schema_from_path,
-    make_executable_schema,
-)
+import ariadne
 
 from .. import service
 from ..errors import Forbidden, InvalidArgument
 from ..web.caller import caller_summary
 
-query = QueryType()
-mutation = MutationType()
-person = ObjectType("Person")
-message = ObjectType("Message")
-# PersonSort values arrive as the service's sort items ("-name"): REST and GraphQL share rules
-_SORTS = {key.upper(): key for key in ("id", "name", "age")}
-person_sort = EnumType(
-    "PersonSort", {**_SORTS, **{f"{name}_DESC": f"-{key}" for name, key in _SORTS.items()}}
+query, mutation = ariadne.QueryType(), ariadne.MutationType()
+person, message = ariadne.ObjectType("Person"), ariadne.ObjectType("Message")
+SORTS = {key.upper(): key for key in ("id", "name", "age")}
+# values arrive as the service's sort items ("-name"): REST and GraphQL share the rules
+person_sort = ariadne.EnumType(
+    "PersonSort", SORTS | {f"{k}_DESC": f"-{v}" for k, v in SORTS.items()}
 )
+Context = namedtuple("Context", "store caller batches")  # what one request's resolvers share
 
 
-def path_key(path) -> tuple:
-    """A response path without list indices: ('people', 'friends') for people[3].friends."""
-    return tuple(key for key in path.as_list() if isinstance(key, str))
+def path_of(info) -> tuple:
+    return tuple(key for key in info.path.as_list() if isinstance(key, str))  # no list indices
 
 
 class Batches:
     """Loads a field for all objects at one response path at once; each answer once a request."""
 
     def __init__(self):
-        self._objects: dict[tuple, list[dict]] = defaultdict(list)  # response path -> objects
-        self._answers: dict[str, dict] = defaultdict(dict)  # field -> {key: value}
-        self._seen: dict[tuple, set] = {}  # response path -> keys whose objects are in
+        self.objects = defaultdict(list)  # response path -> objects
+        self.answers = defaultdict(dict)  # field and arguments -> {key: value}
+        self.seen = defaultdict(set)  # response path -> keys whose objects are in
 
-    def forget(self) -> None:
-        """Drop the answers loaded so far: the data is about to change."""
-        for kept in (self._objects, self._answers, self._seen):
-            kept.clear()
+    forget = __init__  # the data is about to change
 
-    def register(self, path, objects) -> None:
-        """Note objects that a resolver at `path` returned."""
-        self._objects[path_key(path)].extend(objects)
+    def register(self, info, objects) -> None:
+        self.objects[path_of(info)].extend(objects)
 
-    def load(self, info, obj: dict, field: str, key_of, fetch):
-        """`field` (name and arguments) of `obj`; `fetch(keys) -> {key: value}` loads many."""
-        here, key, answers = path_key(info.path), key_of(obj), self._answers[field]
-        keys = [key]
-        if here not in self._seen:  # the first object here: load the whole level
-            self._seen[here] = set()
-            keys = list(dict.fromkeys([*map(key_of, self._objects.get(here[:-1], ())), key]))
-        wanted = sorted({key for key in keys if key not in answers}, key=int)
-        if wanted:
+    def load(self, info, obj: dict, key: str, field: str, fetch):
+        """`field` of `obj` (by `obj[key]`); `fetch(keys) -> {key: value}` loads many at once."""
+        here, answers, keys = path_of(info), self.answers[field], [obj[key]]
+        if here not in self.seen:  # the first object here: load the whole level
+            keys = list(dict.fromkeys([*(o[key] for o in self.objects[here[:-1]]), obj[key]]))
+        seen, objects = self.seen[here], self.objects[here]
+        if wanted := sorted({k for k in keys if k not in answers}, key=int):
             found = fetch(wanted)
-            answers.update((key, found.get(key)) for key in wanted)
-        seen, objects = self._seen[here], self._objects[here]
+            answers.update((k, found.get(k)) for k in wanted)
         for other in keys:  # their answers are the objects of the next level
             if other not in seen:
                 seen.add(other)
                 value = answers[other]
                 objects.extend(value if isinstance(value, list) else [value] * (value is not None))
-        return answers[key]
-
-
-Context = namedtuple("Context", "store caller batches")  # what one request's resolvers share
+        return answers[obj[key]]
 
 
 def guarded(root, field: str, scope: str):
@@ -92,8 +72,6 @@ def guarded(root, field: str, scope: str):
     return decorate
 
 
-# A root field returning one object needs no registering with the batches: a field of it
-# loads for that object alone either way.
 @guarded(query, "person", "read")
 def resolve_person(info, id=None, name=None):
     if (id is None) == (name is None):
@@ -104,9 +82,8 @@ def resolve_person(info, id=None, name=None):
 
 @guarded(query, "people", "read")
 def resolve_people(info, **args):
-    # name, city, country, min_age, max_age, sort, limit and offset, checked by the service
-    found = service.people_details(info.context.store, **args)
-    info.context.batches.register(info.path, found)
+    found = service.people_details(info.context.store, **args)  # the service checks the filters
+    info.context.batches.register(info, found)
     return found
 
 
@@ -121,24 +98,17 @@ def resolve_me(_, info):
 
 
 @person.field("friends")
-def resolve_friends(obj, info, limit=None):
-    count = service.list_field_limit(limit)
-    fetch = partial(service.friends_of, info.context.store, limit=count)
-    return info.context.batches.load(info, obj, f"friends:{count}", itemgetter("id"), fetch)
-
-
 @person.field("messages")
-def resolve_messages(obj, info, limit=None):
-    count = service.list_field_limit(limit)
-    ctx = info.context
-    fetch = partial(service.messages_of, ctx.store, ctx.caller.viewer, limit=count)
-    return ctx.batches.load(info, obj, f"messages:{count}", itemgetter("id"), fetch)
-
-
 @message.field("person")
-def resolve_message_person(obj, info):
-    fetch = partial(service.people_by_ids, info.context.store)
-    return info.context.batches.load(info, obj, "person", itemgetter("person_id"), fetch)
+def resolve_batched(obj, info, limit=None):
+    """A field of many objects, one store call per response path (no N+1)."""
+    ctx, name = info.context, info.field_name
+    if name == "person":
+        fetch = partial(service.people_by_ids, ctx.store)
+        return ctx.batches.load(info, obj, "person_id", name, fetch)
+    count, viewer = service.list_field_limit(limit), [ctx.caller.viewer] * (name == "messages")
+    fetch = partial(getattr(service, f"{name}_of"), ctx.store, *viewer, limit=count)
+    return ctx.batches.load(info, obj, "id", f"{name}:{count}", fetch)
 
 
 @guarded(mutation, "createPerson", "write")
@@ -171,11 +141,10 @@ def resolve_send_message(info, **data):  # person_id and content, both required
 
 @cache
 def sdl() -> str:
-    """The schema's SDL text, as written (at the repository root; the package links to it)."""
-    return load_schema_from_path(Path(__file__).with_name("schema.graphql"))
+    return ariadne.load_schema_from_path(Path(__file__).with_name("schema.graphql"))
 
 
 @cache
 def executable_schema():
     bindables = [query, mutation, person, message, person_sort]
-    return make_executable_schema(sdl(), *bindables, convert_names_case=True)
+    return ariadne.make_executable_schema(sdl(), *bindables, convert_names_case=True)
