@@ -1,7 +1,7 @@
 """The executable GraphQL schema: schema.graphql bound to resolvers calling the service layer."""
 
 from collections import defaultdict, namedtuple
-from functools import cache, partial, wraps
+from functools import cache, partial
 from pathlib import Path
 
 import ariadne
@@ -34,7 +34,7 @@ class Batches:
 
     forget = __init__  # the data is about to change
 
-    def register(self, info, objects) -> None:
+    def register(self, info, objects: list) -> None:
         self.objects[path_of(info)].extend(objects)
 
     def load(self, info, obj: dict, key: str, field: str, fetch):
@@ -54,47 +54,48 @@ class Batches:
         return answers[obj[key]]
 
 
-def guarded(root, field: str, scope: str):
-    """Binds a root field that needs `scope` (else FORBIDDEN); a mutation drops loaded answers."""
+def guarded(scope: str, resolver):
+    """`resolver(context, **arguments)` as a root field that needs `scope` (else FORBIDDEN)."""
 
-    def decorate(resolver):
-        @root.field(field)
-        @wraps(resolver)
-        def wrapper(_, info, **kwargs):
-            if scope not in info.context.caller.scopes:
-                raise Forbidden(f"This needs the scope '{scope}'.")
-            if root is mutation:
-                info.context.batches.forget()
-            return resolver(info, **kwargs)
+    def resolve(_, info, **kwargs):
+        ctx = info.context
+        if scope not in ctx.caller.scopes:
+            raise Forbidden(f"This needs the scope '{scope}'.")
+        if scope == "write":
+            ctx.batches.forget()  # the data is about to change
+        found = resolver(ctx, **kwargs)
+        if isinstance(found, list):  # the first level of the batches
+            ctx.batches.register(info, found)
+        return found
 
-        return resolver  # as it was: another guarded() can bind it to one more field
-
-    return decorate
+    return resolve
 
 
-@guarded(query, "person", "read")
-def resolve_person(info, id=None, name=None):
+def find_person(ctx, id=None, name=None):
     if (id is None) == (name is None):
         raise InvalidArgument("Give exactly one of the arguments id and name.")
-    store = info.context.store
+    store = ctx.store
     return service.get_person(store, id) if id is not None else service.find_person(store, name)
 
 
-@guarded(query, "people", "read")
-def resolve_people(info, **args):
-    found = service.people_details(info.context.store, **args)  # the service checks the filters
-    info.context.batches.register(info, found)
-    return found
-
-
-@guarded(query, "message", "read")
-def resolve_message(info, id):
-    return service.get_message(info.context.store, info.context.caller.viewer, id)
-
-
-@query.field("me")
-def resolve_me(_, info):
-    return caller_summary(info.context.caller)
+READS = {  # the service checks the arguments
+    "person": find_person,
+    "people": lambda ctx, **args: service.people_details(ctx.store, **args),
+    "message": lambda ctx, id: service.get_message(ctx.store, ctx.caller.viewer, id),
+}
+WRITES = {
+    "createPerson": lambda ctx, input: service.create_person(ctx.store, input)[0],
+    "updatePerson": lambda ctx, id, input: service.update_person(ctx.store, id, input),
+    "deletePerson": lambda ctx, id: service.delete_person(ctx.store, id) or id,
+    "addFriend": lambda ctx, id, friend_id: service.add_friend(ctx.store, id, friend_id),
+    "removeFriend": lambda ctx, id, friend_id: service.remove_friend(ctx.store, id, friend_id),
+    "sendMessage": lambda ctx, **data: service.send_message(ctx.store, ctx.caller.viewer, data),
+}
+for field, resolver in READS.items():
+    query.set_field(field, guarded("read", resolver))
+for field, resolver in WRITES.items():
+    mutation.set_field(field, guarded("write", resolver))
+query.set_field("me", lambda _, info: caller_summary(info.context.caller))
 
 
 @person.field("friends")
@@ -109,34 +110,6 @@ def resolve_batched(obj, info, limit=None):
     count, viewer = service.list_field_limit(limit), [ctx.caller.viewer] * (name == "messages")
     fetch = partial(getattr(service, f"{name}_of"), ctx.store, *viewer, limit=count)
     return ctx.batches.load(info, obj, "id", f"{name}:{count}", fetch)
-
-
-@guarded(mutation, "createPerson", "write")
-def resolve_create_person(info, input):
-    return service.create_person(info.context.store, input)[0]
-
-
-@guarded(mutation, "updatePerson", "write")
-def resolve_update_person(info, id, input):
-    return service.update_person(info.context.store, id, input)
-
-
-@guarded(mutation, "deletePerson", "write")
-def resolve_delete_person(info, id):
-    service.delete_person(info.context.store, id)
-    return id
-
-
-@guarded(mutation, "addFriend", "write")
-@guarded(mutation, "removeFriend", "write")
-def resolve_friendship(info, id, friend_id):
-    change = service.add_friend if info.field_name == "addFriend" else service.remove_friend
-    return change(info.context.store, id, friend_id)
-
-
-@guarded(mutation, "sendMessage", "write")
-def resolve_send_message(info, **data):  # person_id and content, both required
-    return service.send_message(info.context.store, info.context.caller.viewer, data)
 
 
 @cache
