@@ -102,22 +102,21 @@ def price(document, operation, variables, max_depth: int, max_aliases: int) -> t
         if name not in memo:
             memo[name] = EMPTY  # an unknown name or a cycle: validation reports both
             if name in fragments:
-                memo[name] = typed(fragments[name], None, nesting + 1)
+                memo[name] = selection(fragments[name], None, nesting + 1)
         return memo[name]
 
-    def typed(node, parent, nesting: int) -> tuple:
-        kind = schema.get_type(node.type_condition.name.value) if node.type_condition else parent
-        return selection(node.selection_set, kind, nesting)
-
-    def selection(selection_set, parent, nesting: int) -> tuple:
+    def selection(outer, parent, nesting: int) -> tuple:
+        """What the selection set of `outer` (on `parent`, or its type condition) returns."""
         if nesting > MAX_NESTING:
             raise QueryTooComplex("The query is nested too deeply.")
+        if condition := getattr(outer, "type_condition", None):
+            parent = schema.get_type(condition.name.value)
         objects, depth, aliases, names, spread_here = 0, 0, 0, {}, set()
-        for node in selection_set.selections:
+        for node in outer.selection_set.selections:
             if node.kind == "field":
                 found = field(node, parent, nesting)
             elif node.kind == "inline_fragment":
-                found = typed(node, parent, nesting + 1)
+                found = selection(node, parent, nesting + 1)
             else:
                 found = spread(node.name.value, nesting)
                 if node.name.value in spread_here:  # graphql-core merges a repeated spread once
@@ -139,7 +138,7 @@ def price(document, operation, variables, max_depth: int, max_aliases: int) -> t
         inner = EMPTY
         if node.selection_set is not None:
             kind = get_named_type(definition.type) if definition else None
-            inner = selection(node.selection_set, kind, nesting + 1)
+            inner = selection(node, kind, nesting + 1)
         at_root = parent in roots and name != "__typename"  # a root field counts at least 1
         if at_root and name in ("__schema", "__type"):  # each field written below counts once
             objects = 1 + written([node.selection_set], ("field",))
@@ -159,7 +158,7 @@ def price(document, operation, variables, max_depth: int, max_aliases: int) -> t
         if node.kind == "fragment_definition":
             spread(node.name.value, 0)  # an unused one is validated all the same
         elif node.kind == "operation_definition":
-            found = selection(node.selection_set, schema.get_root_type(node.operation), 0)
+            found = selection(node, schema.get_root_type(node.operation), 0)
             if found[1] > max_depth:
                 problems.append(f"The query is {found[1]} levels deep; the limit is {max_depth}.")
             if found[2] > max_aliases:

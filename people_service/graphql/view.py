@@ -5,7 +5,7 @@ import json
 import logging
 import re
 from collections import namedtuple
-from functools import lru_cache, partial
+from functools import partial
 
 from ariadne import graphql_sync, unwrap_graphql_error
 from flask import Blueprint, current_app, g, render_template, request
@@ -41,17 +41,13 @@ def utf8(text: str) -> bytes:
     return text.encode("utf-8", "surrogatepass")
 
 
-def reads_url() -> bool:
-    return request.method in ("GET", "HEAD")
-
-
 def asks_for_explorer() -> bool:
-    return reads_url() and "query" not in request.args and "extensions" not in request.args
+    return request.method != "POST" and not request.args.keys() & {"query", "extensions"}
 
 
 def read_request() -> dict:
     """The request's query, variables, operationName and extensions, checked for their types."""
-    if reads_url():
+    if request.method != "POST":
         data = {key: request.args.get(key) for key in ("query", "operationName")}
         for key in ("variables", "extensions"):  # JSON texts
             data[key] = parse_json(request.args[key]) if request.args.get(key) else None
@@ -132,7 +128,7 @@ def prepare() -> Prepared:
             )
         document = meter.parse_document(text)
         operation = get_operation_ast(document, data["operationName"])
-        if reads_url() and operation and operation.operation != OperationType.QUERY:
+        if request.method != "POST" and operation and operation.operation != OperationType.QUERY:
             error = errors.MethodNotAllowed("Mutations must be sent with POST.")
             raise with_headers(error, {"Allow": "POST"})
         config = current_app.config
@@ -205,12 +201,6 @@ def format_error(error: GraphQLError, debug=False, request_code="BAD_REQUEST") -
     return {**formatted, "extensions": extensions}
 
 
-@lru_cache(maxsize=8)
-def explorer_page(explorer: str, cdn: str) -> str:
-    """The explorer page; its URLs are page-relative, so one rendering serves every prefix."""
-    return render_template(f"{explorer}.html", url=partial(vendor_url, base=cdn))
-
-
 def graphql_response(body, status: int, media: str, headers=None) -> Response:
     return Response(dump_json(body), status=status, headers=headers, content_type=media)
 
@@ -222,7 +212,8 @@ def graphql_endpoint():
         if negotiate((JSON, GRAPHQL_RESPONSE, HTML)) == HTML and config["EXPLORER"] != "none":
             cdn = config["EXPLORER_CDN"]  # scripts from files only, styles also inline (React)
             policy = content_security_policy(inline_styles=True, origin=source_of(cdn))
-            return html_response(explorer_page(config["EXPLORER"], cdn), policy)
+            page = render_template(f"{config['EXPLORER']}.html", url=partial(vendor_url, base=cdn))
+            return html_response(page, policy)
         raise errors.BadRequest("Send a query: GET /graphql?query={...} or POST a JSON body.")
     if (media := negotiate((JSON, GRAPHQL_RESPONSE))) is None:
         raise errors.NotAcceptable(f"This endpoint answers {JSON} or {GRAPHQL_RESPONSE}.")
@@ -267,10 +258,10 @@ def graphql_endpoint():
             keep = (PERSISTED_KEEP, PERSISTED_KEEP_PER_CALLER)
             get_store().put_persisted(to_store, data["query"], caller.key, *keep)
     status = 400 if request_error and media == GRAPHQL_RESPONSE else 200
-    if request.args.get("unwrap") == "1" and reads_url() and "errors" not in result:
+    if request.args.get("unwrap") == "1" and request.method != "POST" and "errors" not in result:
         result = result["data"]
     response = graphql_response(result, status, media)
-    if reads_url() and "persistedQuery" in (data.get("extensions") or {}):
+    if request.method != "POST" and "persistedQuery" in (data.get("extensions") or {}):
         response.add_etag()  # a persisted GET is short and cacheable
         response.make_conditional(request)
     return response
