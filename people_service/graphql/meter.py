@@ -86,6 +86,8 @@ def price(document, operation, variables, max_depth: int, max_aliases: int) -> t
     } | (variables or {})
 
     def limit_of(parent, definition, node) -> int:
+        if not is_list_type(get_nullable_type(definition.type)):
+            return 1
         given = next((a.value for a in node.arguments or () if a.name.value == "limit"), None)
         value = value_from_ast_untyped(given, values) if given else None
         default = getattr(definition.args.get("limit"), "ast_node", None)
@@ -145,9 +147,7 @@ def price(document, operation, variables, max_depth: int, max_aliases: int) -> t
         elif definition is None or node.selection_set is None:
             objects = int(at_root)
         else:
-            count = 1
-            if is_list_type(get_nullable_type(definition.type)):
-                count = limit_of(parent, definition, node)
+            count = limit_of(parent, definition, node)
             objects = max(int(at_root), min(count * (1 + inner[0]), CEILING))
         depth = 1 + (0 if name.startswith("__") else inner[1])  # introspection adds no depth
         aliases = (node.alias is not None) + inner[2]

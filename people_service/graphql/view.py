@@ -14,6 +14,7 @@ from graphql.pyutils import snake_to_camel
 from werkzeug.wrappers import Response
 
 from .. import errors
+from ..errors import BadRequest, QueryTooComplex, ServiceError, UnsupportedMediaType
 from ..schemas import sentence
 from ..web import get_store, ratelimit
 from ..web.caller import authenticate
@@ -53,26 +54,24 @@ def read_request() -> dict:
             data[key] = parse_json(request.args[key]) if request.args.get(key) else None
     elif request.mimetype == "application/graphql":
         if request.mimetype_params.get("charset", "utf-8").lower() not in ("utf-8", "utf8"):
-            raise errors.UnsupportedMediaType("application/graphql bodies must be UTF-8.")
+            raise UnsupportedMediaType("application/graphql bodies must be UTF-8.")
         data = {"query": request.get_data(as_text=True)}
     elif request.mimetype != JSON:
-        raise errors.UnsupportedMediaType(
+        raise UnsupportedMediaType(
             f"POST {JSON} (or application/graphql) to /graphql, not '{request.mimetype}'."
         )
     elif isinstance(data := json_body(), list):
-        raise errors.BadRequest(
-            "Batched requests (a JSON array) are not supported; send one object."
-        )
+        raise BadRequest("Batched requests (a JSON array) are not supported; send one object.")
     elif not isinstance(data, dict):
-        raise errors.BadRequest("The body must be a JSON object with a 'query'.")
+        raise BadRequest("The body must be a JSON object with a 'query'.")
     query, extensions = data.get("query"), data.get("extensions")
     by_hash = query is None and isinstance(extensions, dict) and "persistedQuery" in extensions
     if not by_hash and (not isinstance(query, str) or not query.strip()):
-        raise errors.BadRequest("The request needs a 'query' string.")
+        raise BadRequest("The request needs a 'query' string.")
     for key, kind in (("variables", dict), ("operationName", str), ("extensions", dict)):
         if data.get(key) is not None and not isinstance(data[key], kind):
             what = "a string" if kind is str else "a JSON object"
-            raise errors.BadRequest(f"'{key}' must be {what}.")
+            raise BadRequest(f"'{key}' must be {what}.")
     data["operationName"] = data.get("operationName") or None  # `?operationName=`: none given
     return data
 
@@ -83,12 +82,12 @@ def persisted_digest(data: dict) -> str | None:
         return None
     version = persisted.get("version") if isinstance(persisted, dict) else None
     if type(version) is not int or version != 1:  # JSON's true is not 1
-        raise errors.BadRequest("Persisted queries: only version 1 is supported.")
+        raise BadRequest("Persisted queries: only version 1 is supported.")
     digest = persisted.get("sha256Hash")
     if not isinstance(digest, str) or not SHA256.fullmatch(digest):
-        raise errors.BadRequest("'sha256Hash' must be a SHA-256 in 64 lowercase hex digits.")
+        raise BadRequest("'sha256Hash' must be a SHA-256 in 64 lowercase hex digits.")
     if data.get("query") is not None and hashlib.sha256(utf8(data["query"])).hexdigest() != digest:
-        raise errors.BadRequest("'sha256Hash' is not the SHA-256 of the query.")
+        raise BadRequest("'sha256Hash' is not the SHA-256 of the query.")
     return digest
 
 
@@ -121,11 +120,9 @@ def prepare() -> Prepared:
         )
         by_size = f"is charged {size} for its size (a unit per KiB of document and variables)"
         if size > window:
-            raise errors.QueryTooComplex(too_much.format(by_size, window, limit))
+            raise QueryTooComplex(too_much.format(by_size, window, limit))
         if len(utf8(text)) > meter.MAX_QUERY_BYTES:
-            raise errors.QueryTooComplex(
-                f"The query is longer than {meter.MAX_QUERY_BYTES // 1024} KiB."
-            )
+            raise QueryTooComplex(f"The query is longer than {meter.MAX_QUERY_BYTES // 1024} KiB.")
         document = meter.parse_document(text)
         operation = get_operation_ast(document, data["operationName"])
         if request.method != "POST" and operation and operation.operation != OperationType.QUERY:
@@ -135,15 +132,13 @@ def prepare() -> Prepared:
         limits = config["GRAPHQL_MAX_DEPTH"], config["GRAPHQL_MAX_ALIASES"]
         cost, why, problem = meter.price(document, operation, variables, *limits)
         if cost > config["GRAPHQL_MAX_COST"]:
-            raise errors.QueryTooComplex(
+            raise QueryTooComplex(
                 f"The query {why}; the limit is {config['GRAPHQL_MAX_COST']}. "
                 "Ask for fewer (smaller limits) or split the query."
             )
-        if max(cost, size) > window:
-            raise errors.QueryTooComplex(
-                too_much.format(why if cost >= size else by_size, window, limit)
-            )
-        error = problem and errors.QueryTooComplex(problem)  # priced, then refused
+        if cost > window:
+            raise QueryTooComplex(too_much.format(why, window, limit))
+        error = problem and QueryTooComplex(problem)  # priced, then refused
         return Prepared(data, document, operation, cost, max(cost, size), error, to_store)
     except Exception as error:  # the view answers it; the request pays for its size
         # unless it could never be paid (refused unparsed): a 429 would be retried forever
@@ -179,7 +174,7 @@ def graphql_names(field_errors):
 def format_error(error: GraphQLError, debug=False, request_code="BAD_REQUEST") -> dict:
     """Every error gets extensions.code; a resolver's own exception text never leaves."""
     formatted, original = error.formatted, unwrap_graphql_error(error)
-    if isinstance(original, errors.ServiceError):
+    if isinstance(original, ServiceError):
         formatted["message"] = original.detail
         extensions = {"code": original.graphql_code}
         if original.errors:
@@ -214,7 +209,7 @@ def graphql_endpoint():
             policy = content_security_policy(inline_styles=True, origin=source_of(cdn))
             page = render_template(f"{config['EXPLORER']}.html", url=partial(vendor_url, base=cdn))
             return html_response(page, policy)
-        raise errors.BadRequest("Send a query: GET /graphql?query={...} or POST a JSON body.")
+        raise BadRequest("Send a query: GET /graphql?query={...} or POST a JSON body.")
     if (media := negotiate((JSON, GRAPHQL_RESPONSE))) is None:
         raise errors.NotAcceptable(f"This endpoint answers {JSON} or {GRAPHQL_RESPONSE}.")
     caller = authenticate()
@@ -287,6 +282,6 @@ def graphql_error(error):
     if field_errors:
         entry["extensions"]["errors"] = field_errors
     media = negotiate((JSON, GRAPHQL_RESPONSE)) or JSON  # JSON also for a 406
-    if isinstance(error, errors.QueryTooComplex) and media == JSON:
+    if isinstance(error, QueryTooComplex) and media == JSON:
         status = 200  # a request error: under application/json, 200 with errors
     return graphql_response({"errors": [entry]}, status, media, headers)
