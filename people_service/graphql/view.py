@@ -33,7 +33,6 @@ GRAPHQL_RESPONSE, JSON = "application/graphql-response+json", "application/json"
 MAX_ERRORS = 10  # graphql-core's messages about variables and validation can print whole inputs
 # Apollo's automatic persisted queries: documents kept in all, per caller, the largest kept
 PERSISTED_KEEP, PERSISTED_KEEP_PER_CALLER, PERSISTED_MAX_BYTES = 1000, 100, 32 * 1024
-SHA256 = re.compile(r"[0-9a-f]{64}")
 # `error` is the view's to answer; `to_store` the hash of a query sent with its text
 Prepared = namedtuple("Prepared", "data document operation cost charge error to_store")
 
@@ -56,11 +55,7 @@ def read_request() -> dict:
         if request.mimetype_params.get("charset", "utf-8").lower() not in ("utf-8", "utf8"):
             raise UnsupportedMediaType("application/graphql bodies must be UTF-8.")
         data = {"query": request.get_data(as_text=True)}
-    elif request.mimetype != JSON:
-        raise UnsupportedMediaType(
-            f"POST {JSON} (or application/graphql) to /graphql, not '{request.mimetype}'."
-        )
-    elif isinstance(data := json_body(), list):
+    elif isinstance(data := json_body((JSON, "application/graphql")), list):
         raise BadRequest("Batched requests (a JSON array) are not supported; send one object.")
     elif not isinstance(data, dict):
         raise BadRequest("The body must be a JSON object with a 'query'.")
@@ -84,7 +79,7 @@ def persisted_digest(data: dict) -> str | None:
     if type(version) is not int or version != 1:  # JSON's true is not 1
         raise BadRequest("Persisted queries: only version 1 is supported.")
     digest = persisted.get("sha256Hash")
-    if not isinstance(digest, str) or not SHA256.fullmatch(digest):
+    if not isinstance(digest, str) or not re.fullmatch("[0-9a-f]{64}", digest):
         raise BadRequest("'sha256Hash' must be a SHA-256 in 64 lowercase hex digits.")
     if data.get("query") is not None and hashlib.sha256(utf8(data["query"])).hexdigest() != digest:
         raise BadRequest("'sha256Hash' is not the SHA-256 of the query.")
@@ -196,10 +191,6 @@ def format_error(error: GraphQLError, debug=False, request_code="BAD_REQUEST") -
     return {**formatted, "extensions": extensions}
 
 
-def graphql_response(body, status: int, media: str, headers=None) -> Response:
-    return Response(dump_json(body), status=status, headers=headers, content_type=media)
-
-
 @bp.route("/graphql", methods=["GET", "POST"])
 def graphql_endpoint():
     config = current_app.config
@@ -219,7 +210,7 @@ def graphql_endpoint():
     if data["query"] is None:  # HTTP 200: Apollo's clients then send the query with its hash
         not_found = {"message": "PersistedQueryNotFound"}
         not_found["extensions"] = {"code": "PERSISTED_QUERY_NOT_FOUND"}
-        return graphql_response({"errors": [not_found]}, 200, media)
+        return Response(dump_json({"errors": [not_found]}), content_type=media)
     if error is not None:  # a syntax error
         result = {"errors": [format_error(error)]}
     else:
@@ -255,7 +246,7 @@ def graphql_endpoint():
     status = 400 if request_error and media == GRAPHQL_RESPONSE else 200
     if request.args.get("unwrap") == "1" and request.method != "POST" and "errors" not in result:
         result = result["data"]
-    response = graphql_response(result, status, media)
+    response = Response(dump_json(result), status, content_type=media)
     if request.method != "POST" and "persistedQuery" in (data.get("extensions") or {}):
         response.add_etag()  # a persisted GET is short and cacheable
         response.make_conditional(request)
@@ -284,4 +275,4 @@ def graphql_error(error):
     media = negotiate((JSON, GRAPHQL_RESPONSE)) or JSON  # JSON also for a 406
     if isinstance(error, QueryTooComplex) and media == JSON:
         status = 200  # a request error: under application/json, 200 with errors
-    return graphql_response({"errors": [entry]}, status, media, headers)
+    return Response(dump_json({"errors": [entry]}), status, headers, content_type=media)
