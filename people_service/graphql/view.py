@@ -266,7 +266,6 @@ def schema_sdl():
 
 @bp.errorhandler(Exception)
 def graphql_error(error):
-    """Errors of the GraphQL endpoint in GraphQL's shape, with the HTTP status they carry."""
     status, detail, field_errors, headers = error_parts(error)
     code = getattr(error, "graphql_code", None) or graphql_code(status)
     entry = {"message": detail, "extensions": {"code": code}}
