@@ -34,9 +34,6 @@ class Batches:
 
     forget = __init__  # the data is about to change
 
-    def register(self, info, objects: list) -> None:
-        self.objects[path_of(info)].extend(objects)
-
     def load(self, info, obj: dict, key: str, field: str, fetch):
         """`field` of `obj` (by `obj[key]`); `fetch(keys) -> {key: value}` loads many at once."""
         here, answers, keys = path_of(info), self.answers[field], [obj[key]]
@@ -65,7 +62,7 @@ def guarded(scope: str, resolver):
             ctx.batches.forget()  # the data is about to change
         found = resolver(ctx, **kwargs)
         if isinstance(found, list):  # the first level of the batches
-            ctx.batches.register(info, found)
+            ctx.batches.objects[path_of(info)].extend(found)
         return found
 
     return resolve
