@@ -2,46 +2,28 @@
 
 from functools import lru_cache
 
-from graphql import (
-    FieldNode,
-    FragmentDefinitionNode,
-    FragmentSpreadNode,
-    GraphQLSyntaxError,
-    InlineFragmentNode,
-    NameNode,
-    OperationDefinitionNode,
-    VariableNode,
-    get_argument_values,
-    get_named_type,
-    get_nullable_type,
-    is_list_type,
-    parse,
-    value_from_ast_untyped,
-)
+from graphql import GraphQLSyntaxError, Undefined, parse
+from graphql.type import get_named_type, get_nullable_type, is_list_type
+from graphql.utilities import value_from_ast_untyped
 
 from .. import schemas
 from ..errors import QueryTooComplex
 from .resolvers import executable_schema
 
-MAX_QUERY_BYTES = 100 * 1024
-MAX_TOKENS = 2000
-MAX_NESTING = 100  # selection sets and spreads inside one another: the walk recurses per level
-MAX_VARIABLE_VALUES = 1000  # counted before graphql-core coerces them
+MAX_QUERY_BYTES, MAX_TOKENS, MAX_VARIABLE_VALUES = 100 * 1024, 2000, 1000
+MAX_NESTING = 100  # the walk recurses per level
 MAX_SAME_NAME = 10  # graphql-core compares the fields of one response name pairwise
-# Longer texts are parsed anew each time, so that distinct large texts cannot grow the process.
-CACHED_TEXT_BYTES = 8 * 1024
+CACHED_TEXT_BYTES = 8 * 1024  # longer texts are parsed anew: distinct ones cannot grow the process
 CEILING = 10**9  # counts saturate: a refusal needs no exact figure beyond it
 LIST_LIMITS = {  # a `limit` outside its range fails the field, and nothing below it counts
     ("Query", "people"): schemas.PEOPLE_LIMITS,
     ("Person", "friends"): schemas.LIST_FIELD_LIMITS,
     ("Person", "messages"): schemas.LIST_FIELD_LIMITS,
 }
-BARE_LIMIT = FieldNode(name=NameNode(value="limit"), arguments=())  # for the schema's default
 EMPTY = (0, 0, 0, {})  # objects, depth, aliases, count of each response name
 
 
 def kib(size: int) -> int:
-    """Started KiB in `size` bytes."""
     return -(-size // 1024)
 
 
@@ -64,13 +46,11 @@ def parse_document(text: str):
 
 
 def check_variables(variables) -> None:
-    """QueryTooComplex when `variables` (JSON) hold more than MAX_VARIABLE_VALUES values."""
-    count, pending = 0, [variables] if variables else []
+    count, pending = 0, [variables or {}]
     while pending:
         value = pending.pop()
         if isinstance(value, (dict, list)):
-            count += len(value)
-            if count > MAX_VARIABLE_VALUES:
+            if (count := count + len(value)) > MAX_VARIABLE_VALUES:
                 raise QueryTooComplex(
                     f"The variables hold more than {MAX_VARIABLE_VALUES} values; send fewer."
                 )
@@ -81,12 +61,12 @@ def figure(value: int) -> str:
     return str(value) if value < CEILING else f"more than {CEILING - 1}"
 
 
-def written(selection_sets, kinds=(FieldNode, FragmentSpreadNode)) -> int:
+def written(selection_sets, kinds=("field", "fragment_spread")) -> int:
     """The fields and fragment spreads written in these selection sets (spreads not followed)."""
     count, pending = 0, [s for s in selection_sets if s is not None]
     while pending:
         for node in pending.pop().selections:
-            count += isinstance(node, kinds)
+            count += node.kind in kinds
             if getattr(node, "selection_set", None) is not None:
                 pending.append(node.selection_set)
     return count
@@ -96,28 +76,23 @@ def price(document, operation, variables, max_depth: int, max_aliases: int) -> t
     """The cost (objects `operation` returns or fields written), why, and a limit broken."""
     schema = executable_schema()
     roots = [kind for kind in (schema.query_type, schema.mutation_type) if kind]
-    fragments = {
-        node.name.value: node
-        for node in document.definitions
-        if isinstance(node, FragmentDefinitionNode)
-    }
-    memo: dict = {}  # a fragment is measured once, however often it is spread
-    problems = []
-    defaults = {
-        definition.variable.name.value: value_from_ast_untyped(definition.default_value)
-        for definition in getattr(operation, "variable_definitions", None) or ()
-        if definition.default_value is not None
-    }
-    values = {**defaults, **(variables or {})}
+    definitions = document.definitions
+    fragments = {n.name.value: n for n in definitions if n.kind == "fragment_definition"}
+    memo, problems = {}, []  # a fragment is measured once, however often it is spread
+    values = {
+        node.variable.name.value: value_from_ast_untyped(node.default_value)
+        for node in getattr(operation, "variable_definitions", None) or ()
+        if node.default_value is not None
+    } | (variables or {})
 
     def limit_of(parent, definition, node) -> int:
-        value = next((a.value for a in node.arguments or () if a.name.value == "limit"), None)
-        if isinstance(value, VariableNode):
-            value = values.get(value.name.value)
-        elif value is not None:
-            value = value_from_ast_untyped(value)
-        if value is None:  # omitted or null: the schema's default (the resolvers' too)
-            value = get_argument_values(definition, BARE_LIMIT).get("limit")
+        if not is_list_type(get_nullable_type(definition.type)):
+            return 1
+        given = next((a.value for a in node.arguments or () if a.name.value == "limit"), None)
+        value = value_from_ast_untyped(given, values) if given else None
+        default = getattr(definition.args.get("limit"), "ast_node", None)
+        if (value is None or value is Undefined) and default and default.default_value:
+            value = value_from_ast_untyped(default.default_value)  # the resolvers' too
         if isinstance(value, float) and value.is_integer():
             value = int(value)
         if isinstance(value, bool) or not isinstance(value, int):
@@ -129,22 +104,21 @@ def price(document, operation, variables, max_depth: int, max_aliases: int) -> t
         if name not in memo:
             memo[name] = EMPTY  # an unknown name or a cycle: validation reports both
             if name in fragments:
-                memo[name] = typed(fragments[name], None, nesting + 1)
+                memo[name] = selection(fragments[name], None, nesting + 1)
         return memo[name]
 
-    def typed(node, parent, nesting: int) -> tuple:
-        kind = schema.get_type(node.type_condition.name.value) if node.type_condition else parent
-        return selection(node.selection_set, kind, nesting)
-
-    def selection(selection_set, parent, nesting: int) -> tuple:
+    def selection(outer, parent, nesting: int) -> tuple:
+        """What the selection set of `outer` (on `parent`, or its type condition) returns."""
         if nesting > MAX_NESTING:
             raise QueryTooComplex("The query is nested too deeply.")
+        if condition := getattr(outer, "type_condition", None):
+            parent = schema.get_type(condition.name.value)
         objects, depth, aliases, names, spread_here = 0, 0, 0, {}, set()
-        for node in selection_set.selections:
-            if isinstance(node, FieldNode):
+        for node in outer.selection_set.selections:
+            if node.kind == "field":
                 found = field(node, parent, nesting)
-            elif isinstance(node, InlineFragmentNode):
-                found = typed(node, parent, nesting + 1)
+            elif node.kind == "inline_fragment":
+                found = selection(node, parent, nesting + 1)
             else:
                 found = spread(node.name.value, nesting)
                 if node.name.value in spread_here:  # graphql-core merges a repeated spread once
@@ -166,27 +140,25 @@ def price(document, operation, variables, max_depth: int, max_aliases: int) -> t
         inner = EMPTY
         if node.selection_set is not None:
             kind = get_named_type(definition.type) if definition else None
-            inner = selection(node.selection_set, kind, nesting + 1)
+            inner = selection(node, kind, nesting + 1)
         at_root = parent in roots and name != "__typename"  # a root field counts at least 1
         if at_root and name in ("__schema", "__type"):  # each field written below counts once
-            objects = 1 + written([node.selection_set], FieldNode)
+            objects = 1 + written([node.selection_set], ("field",))
         elif definition is None or node.selection_set is None:
             objects = int(at_root)
         else:
-            count = 1
-            if is_list_type(get_nullable_type(definition.type)):
-                count = limit_of(parent, definition, node)
+            count = limit_of(parent, definition, node)
             objects = max(int(at_root), min(count * (1 + inner[0]), CEILING))
         depth = 1 + (0 if name.startswith("__") else inner[1])  # introspection adds no depth
         aliases = (node.alias is not None) + inner[2]
         return objects, depth, aliases, {(node.alias or node.name).value: 1}
 
     objects = 1
-    for node in document.definitions:
-        if isinstance(node, FragmentDefinitionNode):
+    for node in definitions:
+        if node.kind == "fragment_definition":
             spread(node.name.value, 0)  # an unused one is validated all the same
-        elif isinstance(node, OperationDefinitionNode):
-            found = selection(node.selection_set, schema.get_root_type(node.operation), 0)
+        elif node.kind == "operation_definition":
+            found = selection(node, schema.get_root_type(node.operation), 0)
             if found[1] > max_depth:
                 problems.append(f"The query is {found[1]} levels deep; the limit is {max_depth}.")
             if found[2] > max_aliases:
@@ -195,7 +167,7 @@ def price(document, operation, variables, max_depth: int, max_aliases: int) -> t
                 )
             if node is operation:
                 objects = max(1, found[0])
-    fields = written([getattr(node, "selection_set", None) for node in document.definitions])
+    fields = written([getattr(node, "selection_set", None) for node in definitions])
     problem = problems[0] if problems else None
     if objects >= fields:
         return objects, f"could return {figure(objects)} objects", problem

@@ -1,181 +1,120 @@
 """The executable GraphQL schema: schema.graphql bound to resolvers calling the service layer."""
 
 from collections import defaultdict, namedtuple
-from functools import cache, partial, wraps
-from operator import itemgetter
+from functools import cache, partial
 from pathlib import Path
 
-from ariadne import (
-    EnumType,
-    MutationType,
-    ObjectType,
-    QueryType,
-    load_schema_from_path,
-    make_executable_schema,
-)
+import ariadne
 
 from .. import service
 from ..errors import Forbidden, InvalidArgument
 from ..web.caller import caller_summary
 
-query = QueryType()
-mutation = MutationType()
-person = ObjectType("Person")
-message = ObjectType("Message")
-# PersonSort values arrive as the service's sort items ("-name"): REST and GraphQL share rules
-_SORTS = {key.upper(): key for key in ("id", "name", "age")}
-person_sort = EnumType(
-    "PersonSort", {**_SORTS, **{f"{name}_DESC": f"-{key}" for name, key in _SORTS.items()}}
+query, mutation = ariadne.QueryType(), ariadne.MutationType()
+person, message = ariadne.ObjectType("Person"), ariadne.ObjectType("Message")
+SORTS = {key.upper(): key for key in ("id", "name", "age")}
+# values arrive as the service's sort items ("-name"): REST and GraphQL share the rules
+person_sort = ariadne.EnumType(
+    "PersonSort", SORTS | {f"{k}_DESC": f"-{v}" for k, v in SORTS.items()}
 )
+Context = namedtuple("Context", "store caller batches")  # what one request's resolvers share
 
 
-def path_key(path) -> tuple:
-    """A response path without list indices: ('people', 'friends') for people[3].friends."""
-    return tuple(key for key in path.as_list() if isinstance(key, str))
+def path_of(info) -> tuple:
+    return tuple(key for key in info.path.as_list() if isinstance(key, str))  # no list indices
 
 
 class Batches:
     """Loads a field for all objects at one response path at once; each answer once a request."""
 
     def __init__(self):
-        self._objects: dict[tuple, list[dict]] = defaultdict(list)  # response path -> objects
-        self._answers: dict[str, dict] = defaultdict(dict)  # field -> {key: value}
-        self._seen: dict[tuple, set] = {}  # response path -> keys whose objects are in
+        self.objects = defaultdict(list)  # response path -> objects
+        self.answers = defaultdict(dict)  # field and arguments -> {key: value}
+        self.seen = defaultdict(set)  # response path -> keys whose objects are in
 
-    def forget(self) -> None:
-        """Drop the answers loaded so far: the data is about to change."""
-        for kept in (self._objects, self._answers, self._seen):
-            kept.clear()
+    forget = __init__  # the data is about to change
 
-    def register(self, path, objects) -> None:
-        """Note objects that a resolver at `path` returned."""
-        self._objects[path_key(path)].extend(objects)
-
-    def load(self, info, obj: dict, field: str, key_of, fetch):
-        """`field` (name and arguments) of `obj`; `fetch(keys) -> {key: value}` loads many."""
-        here, key, answers = path_key(info.path), key_of(obj), self._answers[field]
-        keys = [key]
-        if here not in self._seen:  # the first object here: load the whole level
-            self._seen[here] = set()
-            keys = list(dict.fromkeys([*map(key_of, self._objects.get(here[:-1], ())), key]))
-        wanted = sorted({key for key in keys if key not in answers}, key=int)
-        if wanted:
+    def load(self, info, obj: dict, key: str, field: str, fetch):
+        """`field` of `obj` (by `obj[key]`); `fetch(keys) -> {key: value}` loads many at once."""
+        here, answers, keys = path_of(info), self.answers[field], [obj[key]]
+        if here not in self.seen:  # the first object here: load the whole level
+            keys = list(dict.fromkeys([*(o[key] for o in self.objects[here[:-1]]), obj[key]]))
+        seen, objects = self.seen[here], self.objects[here]
+        if wanted := sorted({k for k in keys if k not in answers}, key=int):
             found = fetch(wanted)
-            answers.update((key, found.get(key)) for key in wanted)
-        seen, objects = self._seen[here], self._objects[here]
+            answers.update((k, found.get(k)) for k in wanted)
         for other in keys:  # their answers are the objects of the next level
             if other not in seen:
                 seen.add(other)
                 value = answers[other]
                 objects.extend(value if isinstance(value, list) else [value] * (value is not None))
-        return answers[key]
+        return answers[obj[key]]
 
 
-Context = namedtuple("Context", "store caller batches")  # what one request's resolvers share
+def guarded(scope: str, resolver):
+    """`resolver(context, **arguments)` as a root field that needs `scope` (else FORBIDDEN)."""
+
+    def resolve(_, info, **kwargs):
+        ctx = info.context
+        if scope not in ctx.caller.scopes:
+            raise Forbidden(f"This needs the scope '{scope}'.")
+        if scope == "write":
+            ctx.batches.forget()  # the data is about to change
+        found = resolver(ctx, **kwargs)
+        if isinstance(found, list):  # the first level of the batches
+            ctx.batches.objects[path_of(info)].extend(found)
+        return found
+
+    return resolve
 
 
-def guarded(root, field: str, scope: str):
-    """Binds a root field that needs `scope` (else FORBIDDEN); a mutation drops loaded answers."""
-
-    def decorate(resolver):
-        @root.field(field)
-        @wraps(resolver)
-        def wrapper(_, info, **kwargs):
-            if scope not in info.context.caller.scopes:
-                raise Forbidden(f"This needs the scope '{scope}'.")
-            if root is mutation:
-                info.context.batches.forget()
-            return resolver(info, **kwargs)
-
-        return resolver  # as it was: another guarded() can bind it to one more field
-
-    return decorate
-
-
-# A root field returning one object needs no registering with the batches: a field of it
-# loads for that object alone either way.
-@guarded(query, "person", "read")
-def resolve_person(info, id=None, name=None):
+def find_person(ctx, id=None, name=None):
     if (id is None) == (name is None):
         raise InvalidArgument("Give exactly one of the arguments id and name.")
-    store = info.context.store
+    store = ctx.store
     return service.get_person(store, id) if id is not None else service.find_person(store, name)
 
 
-@guarded(query, "people", "read")
-def resolve_people(info, **args):
-    # name, city, country, min_age, max_age, sort, limit and offset, checked by the service
-    found = service.people_details(info.context.store, **args)
-    info.context.batches.register(info.path, found)
-    return found
-
-
-@guarded(query, "message", "read")
-def resolve_message(info, id):
-    return service.get_message(info.context.store, info.context.caller.viewer, id)
-
-
-@query.field("me")
-def resolve_me(_, info):
-    return caller_summary(info.context.caller)
+READS = {  # the service checks the arguments
+    "person": find_person,
+    "people": lambda ctx, **args: service.people_details(ctx.store, **args),
+    "message": lambda ctx, id: service.get_message(ctx.store, ctx.caller.viewer, id),
+}
+WRITES = {
+    "createPerson": lambda ctx, input: service.create_person(ctx.store, input)[0],
+    "updatePerson": lambda ctx, id, input: service.update_person(ctx.store, id, input),
+    "deletePerson": lambda ctx, id: service.delete_person(ctx.store, id) or id,
+    "addFriend": lambda ctx, id, friend_id: service.add_friend(ctx.store, id, friend_id),
+    "removeFriend": lambda ctx, id, friend_id: service.remove_friend(ctx.store, id, friend_id),
+    "sendMessage": lambda ctx, **data: service.send_message(ctx.store, ctx.caller.viewer, data),
+}
+for field, resolver in READS.items():
+    query.set_field(field, guarded("read", resolver))
+for field, resolver in WRITES.items():
+    mutation.set_field(field, guarded("write", resolver))
+query.set_field("me", lambda _, info: caller_summary(info.context.caller))
 
 
 @person.field("friends")
-def resolve_friends(obj, info, limit=None):
-    count = service.list_field_limit(limit)
-    fetch = partial(service.friends_of, info.context.store, limit=count)
-    return info.context.batches.load(info, obj, f"friends:{count}", itemgetter("id"), fetch)
-
-
 @person.field("messages")
-def resolve_messages(obj, info, limit=None):
-    count = service.list_field_limit(limit)
-    ctx = info.context
-    fetch = partial(service.messages_of, ctx.store, ctx.caller.viewer, limit=count)
-    return ctx.batches.load(info, obj, f"messages:{count}", itemgetter("id"), fetch)
-
-
 @message.field("person")
-def resolve_message_person(obj, info):
-    fetch = partial(service.people_by_ids, info.context.store)
-    return info.context.batches.load(info, obj, "person", itemgetter("person_id"), fetch)
-
-
-@guarded(mutation, "createPerson", "write")
-def resolve_create_person(info, input):
-    return service.create_person(info.context.store, input)[0]
-
-
-@guarded(mutation, "updatePerson", "write")
-def resolve_update_person(info, id, input):
-    return service.update_person(info.context.store, id, input)
-
-
-@guarded(mutation, "deletePerson", "write")
-def resolve_delete_person(info, id):
-    service.delete_person(info.context.store, id)
-    return id
-
-
-@guarded(mutation, "addFriend", "write")
-@guarded(mutation, "removeFriend", "write")
-def resolve_friendship(info, id, friend_id):
-    change = service.add_friend if info.field_name == "addFriend" else service.remove_friend
-    return change(info.context.store, id, friend_id)
-
-
-@guarded(mutation, "sendMessage", "write")
-def resolve_send_message(info, **data):  # person_id and content, both required
-    return service.send_message(info.context.store, info.context.caller.viewer, data)
+def resolve_batched(obj, info, limit=None):
+    """A field of many objects, one store call per response path (no N+1)."""
+    ctx, name = info.context, info.field_name
+    if name == "person":
+        fetch = partial(service.people_by_ids, ctx.store)
+        return ctx.batches.load(info, obj, "person_id", name, fetch)
+    count, viewer = service.list_field_limit(limit), [ctx.caller.viewer] * (name == "messages")
+    fetch = partial(getattr(service, f"{name}_of"), ctx.store, *viewer, limit=count)
+    return ctx.batches.load(info, obj, "id", f"{name}:{count}", fetch)
 
 
 @cache
 def sdl() -> str:
-    """The schema's SDL text, as written (at the repository root; the package links to it)."""
-    return load_schema_from_path(Path(__file__).with_name("schema.graphql"))
+    return ariadne.load_schema_from_path(Path(__file__).with_name("schema.graphql"))
 
 
 @cache
 def executable_schema():
     bindables = [query, mutation, person, message, person_sort]
-    return make_executable_schema(sdl(), *bindables, convert_names_case=True)
+    return ariadne.make_executable_schema(sdl(), *bindables, convert_names_case=True)
