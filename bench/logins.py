@@ -9,7 +9,11 @@ address (127.0.0.x, so every address has its own limits):
 1. the four users log in at the same moment, twice: every status;
 2. four guessers (127.0.0.2-5) post wrong passwords for the users' names, one after another;
    meanwhile the four users (127.0.0.6-9) log in together `--rounds` times: how many succeed,
-   how many within 5 s, and the median time.
+   how many within 5 s, and the median time;
+3. on a second server with the address budgets raised out of the way (SPEC 12b), 12
+   connections from 127.0.3.1 send wrong passwords for 10 s; meanwhile GET /health from
+   127.0.4.1 every 0.1 s and a real login from 127.0.5.1 every second: /health's median and
+   worst latency, the real logins' times, and how fast the flood's extra logins are refused.
 Loopback only; every loop is bounded by count and time.
 """
 
@@ -66,6 +70,50 @@ def together(port: int, sources: list[str]) -> list[tuple[int, float]]:
     for thread in threads:
         thread.join(60)
     return results
+
+
+def health(port: int, source: str) -> float:
+    started = time.perf_counter()
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30, source_address=(source, 0))
+    try:
+        conn.request("GET", "/health")
+        conn.getresponse().read()
+    finally:
+        conn.close()
+    return time.perf_counter() - started
+
+
+def one_address_flood(port: int) -> None:
+    stop, flood = threading.Event(), []
+
+    def attack() -> None:
+        deadline = time.monotonic() + 60
+        while not stop.is_set() and time.monotonic() < deadline:
+            flood.append(login(port, "127.0.3.1", USERS[0], "a wrong password guessed here"))
+
+    attackers = [threading.Thread(target=attack, daemon=True) for _ in range(12)]
+    for thread in attackers:
+        thread.start()
+    time.sleep(1)
+    probes, real, ends = [], [], time.monotonic() + 9
+    while time.monotonic() < ends:
+        probes.append(health(port, "127.0.4.1"))
+        if len(probes) % 10 == 0:
+            real.append(login(port, "127.0.5.1", USERS[0], PASSWORD.format(0)))
+        time.sleep(0.1)
+    stop.set()
+    for thread in attackers:
+        thread.join(60)
+    refused = sorted(took for status, took in flood if status == 429)
+    answers = sorted({status for status, _ in flood})
+    counted = ", ".join(f"{s}: {sum(1 for x, _ in flood if x == s)}" for s in answers)
+    print(
+        f"12 connections of one address for 10 s: /health median "
+        f"{1000 * statistics.median(probes):.1f} ms, worst {1000 * max(probes):.1f} ms "
+        f"({len(probes)} probes); real logins {[(s, round(t, 2)) for s, t in real]}; the "
+        f"flood's answers: {counted}; a refused login's median "
+        f"{1000 * statistics.median(refused):.1f} ms"
+    )
 
 
 def main() -> int:
@@ -135,6 +183,29 @@ def main() -> int:
             f"{statistics.median(took for _, took in outcomes):.2f} s; guessers' answers: "
             + ", ".join(f"{s}: {guesses.count(s)}" for s in sorted(set(guesses)))
         )
+    finally:
+        server.terminate()
+        server.wait(30)
+    budgets = {
+        "PEOPLE_SERVICE_ANONYMOUS_RATE_LIMIT": "100000/minute",
+        "PEOPLE_SERVICE_AUTH_RATE_LIMIT": "100000/minute",
+    }
+    port = free_port()
+    server = subprocess.Popen(
+        [*cli, "serve", "--db", db, "--port", str(port), "--threads", str(args.threads)],
+        env={**env, **budgets},
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        for _ in range(200):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        one_address_flood(port)
     finally:
         server.terminate()
         server.wait(30)
