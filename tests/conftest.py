@@ -146,7 +146,8 @@ def sqlite_only():
 
 
 def count_statements(store, run) -> int:
-    """SQL statements the store runs during `run()`: SQLite's trace, or the store's calls."""
+    """SQL statements the store runs in this thread during `run()`: SQLite's trace of this
+    thread's connection, or the store's calls."""
     statements = []
     if ACTIVE["backend"] == "sqlite":
         conn = store._db().conn
@@ -156,10 +157,11 @@ def count_statements(store, run) -> int:
         finally:
             conn.set_trace_callback(None)
         return len(statements)
-    original = store._execute
+    original, mine = store._execute, threading.get_ident()
 
     def counted(sql, params=()):
-        statements.append(sql)
+        if threading.get_ident() == mine:  # not the webhook worker's or the usage flush's
+            statements.append(sql)
         return original(sql, params)
 
     store._execute = counted

@@ -327,7 +327,9 @@ def test_bad_events_are_422_and_the_rest_403_404(client, admin, hook_app, receiv
 
 
 def test_the_address_is_checked_again_at_delivery(hook_app, receiver):
-    store = services(hook_app).store  # no request: this process's own worker never starts
+    # a store of the test's own: the app's runtime (and its lenient worker) is never made
+    store = open_store(hook_app.config["DATABASE"])
+    store.upgrade_schema()
     hook = webhooks.create_webhook(store, {"url": receiver.url}, hook_app.config)
     strict = delivery.Deliverer({**hook_app.config, "WEBHOOK_ALLOW_PRIVATE": False}, store)
     with store.transaction():
@@ -339,6 +341,7 @@ def test_the_address_is_checked_again_at_delivery(hook_app, receiver):
         )
     finally:
         strict.close()
+        store.close()
     assert shown[0]["status"] == "pending" and "loopback" in shown[0]["last_error"]
     assert receiver.requests == []
 
