@@ -16,7 +16,7 @@ from ..errors import Busy, Conflict, ServiceError, StorageFull, Unavailable
 from .base import READ_ONLY, Store
 
 UNREACHABLE = "The database file cannot be read or written."
-# the domain error for each primary result code; others (a syntax error) stay internal (500)
+# the domain error of each primary result code; others (a syntax error) stay internal (500)
 ERRORS = {
     sqlite3.SQLITE_CONSTRAINT: Conflict,
     sqlite3.SQLITE_BUSY: Busy,
@@ -29,8 +29,8 @@ ERRORS = {
 
 
 class _Held:
-    """A thread's connection, closed when the thread's locals go: a sqlite3 connection sits in
-    a reference cycle, so freed unclosed it would keep its file descriptors until a collection."""
+    """A thread's connection, closed when the thread's locals go (a sqlite3 connection sits in
+    a reference cycle: freed unclosed, it would keep its file descriptors until a collection)."""
 
     def __init__(self, db):
         self.db = db
@@ -40,8 +40,7 @@ class _Held:
 
 
 class ThreadConnections:
-    """One connection per thread, opened by `connect` on first use; each closes when its thread
-    ends, and every one at close() (a later use opens another)."""
+    """A connection per thread, from `connect`; close() closes all (a later use opens another)."""
 
     def __init__(self, connect):
         self.connect, self.local = connect, threading.local()
@@ -62,8 +61,13 @@ class ThreadConnections:
             held.db.close()
 
 
-def file_uri(path: str, mode: str) -> str:
-    return Path(os.path.abspath(path)).as_uri() + f"?mode={mode}"
+def connect(path: str, timeout: float, mode: str = "rw") -> sqlite3.Connection:
+    """A connection in autocommit mode that any thread may use (and close); with mode=rw, a
+    file that vanished is an error, not a new empty database."""
+    uri = Path(os.path.abspath(path)).as_uri() + f"?mode={mode}"
+    return sqlite3.connect(
+        uri, uri=True, timeout=timeout, isolation_level=None, check_same_thread=False
+    )
 
 
 class SQLiteStore(Store):
@@ -82,8 +86,7 @@ class SQLiteStore(Store):
     WRITE, READ = "BEGIN IMMEDIATE", "BEGIN"  # a snapshot: a deferred transaction, under WAL
 
     def __init__(self, path: str, *, busy_timeout: float = 5.0):
-        self.path = str(path)
-        self.busy_timeout = busy_timeout
+        self.path, self.busy_timeout = str(path), busy_timeout
         self._threads = ThreadConnections(self._connect)
         # this process's writers take turns here rather than in SQLite's busy handler, whose
         # growing sleeps (up to 100 ms each) made the slowest writes wait
@@ -108,16 +111,11 @@ class SQLiteStore(Store):
 
     def _insert(self, sql: str, params=()) -> int:
         # not RETURNING: its row comes back before the commit, stalling other writers (see docs/)
-        with self._translated(), self._connection() as conn:
-            return conn.execute(sql, params).lastrowid
+        with self._translated():
+            return self._db().conn.execute(sql, params).lastrowid
 
     def _connect(self) -> sqlite_utils.Database:
-        # mode=rw: a database file that vanished is an error, not a new empty one; the timeout
-        # is SQLite's busy timeout; BEGIN and COMMIT are ours; close() closes every thread's
-        uri = file_uri(self.path, "rw")
-        conn = sqlite3.connect(
-            uri, uri=True, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False
-        )
+        conn = connect(self.path, self.busy_timeout)
         conn.execute("PRAGMA foreign_keys = ON")
         conn.execute("PRAGMA synchronous = FULL")  # WAL + FULL survives power loss too
         return sqlite_utils.Database(conn)
@@ -168,15 +166,6 @@ class SQLiteStore(Store):
         self._threads.get().enable_wal()  # the driver's own error names what is wrong
         return super().upgrade_schema()
 
-    def _current_version(self) -> int:
-        return self._schema_version()
-
-    def _schema_version(self) -> int:
-        return self._execute("PRAGMA user_version").fetchone()["user_version"]
-
-    def _set_version(self, number: int) -> None:
-        self._execute(f"PRAGMA user_version = {number}")
-
     def check(self) -> str:
         """'ok', or what is wrong with the database: 'missing', 'read-only' or 'unreadable'."""
         if not os.path.exists(self.path):
@@ -207,8 +196,9 @@ class SQLiteStore(Store):
                 os.unlink(draft)
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
         except OSError as error:
-            why = f"{path} cannot be opened ({error.strerror}); it must be a file"
-            raise ValueError(why) from None
+            raise ValueError(
+                f"{path} cannot be opened ({error.strerror}); it must be a file"
+            ) from None
         with os.fdopen(fd, encoding="ascii") as file:
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode):
