@@ -1,6 +1,6 @@
 """The store's one interface: its SQL (people's in a mixin) and the migrations of both backends."""
 
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
 from ..errors import Conflict, ServiceError
 from .events import EventStore
@@ -19,41 +19,30 @@ KINDS = {"api_key": "api_keys", "user": "users"}
 # are each backend's spelling (its DIALECT). No statement holds a `;`.
 MIGRATIONS = [
     """
-    CREATE TABLE people (
-        id {identity}, name TEXT NOT NULL, name_key TEXT NOT NULL, age INTEGER, email TEXT,
-        email_key TEXT UNIQUE, street TEXT, city TEXT, country TEXT,
-        created_at TEXT NOT NULL, updated_at TEXT NOT NULL
-    );
+    CREATE TABLE people (id {identity}, name TEXT NOT NULL, name_key TEXT NOT NULL, age INTEGER,
+        email TEXT, email_key TEXT UNIQUE, street TEXT, city TEXT, country TEXT,
+        created_at TEXT NOT NULL, updated_at TEXT NOT NULL);
     CREATE INDEX people_name_key ON people (name_key);
     CREATE TABLE friendships (
         person_id {reference} NOT NULL REFERENCES people (id) ON DELETE CASCADE,
         friend_id {reference} NOT NULL REFERENCES people (id) ON DELETE CASCADE,
-        PRIMARY KEY (person_id, friend_id)
-    ){without_rowid};
+        PRIMARY KEY (person_id, friend_id)){without_rowid};
     CREATE INDEX friendships_friend ON friendships (friend_id);
-    CREATE TABLE messages (
-        id {identity},
+    CREATE TABLE messages (id {identity},
         person_id {reference} NOT NULL REFERENCES people (id) ON DELETE CASCADE,
         sender_id TEXT NOT NULL, sender TEXT NOT NULL, content TEXT NOT NULL,
-        created_at TEXT NOT NULL
-    );
+        created_at TEXT NOT NULL);
     CREATE INDEX messages_person ON messages (person_id, sender_id, created_at);
-    CREATE TABLE api_keys (
-        id {identity}, name TEXT NOT NULL UNIQUE, prefix TEXT NOT NULL,
+    CREATE TABLE api_keys (id {identity}, name TEXT NOT NULL UNIQUE, prefix TEXT NOT NULL,
         key_hash TEXT NOT NULL UNIQUE, scopes TEXT NOT NULL, rate_limit TEXT,
         created_at TEXT NOT NULL, last_used TEXT, request_count {counter} NOT NULL DEFAULT 0,
-        revoked_at TEXT
-    );
-    CREATE TABLE users (
-        id {identity}, username TEXT NOT NULL UNIQUE, password_hash TEXT NOT NULL,
+        revoked_at TEXT);
+    CREATE TABLE users (id {identity}, username TEXT NOT NULL UNIQUE, password_hash TEXT NOT NULL,
         scopes TEXT NOT NULL, rate_limit TEXT, created_at TEXT NOT NULL, last_used TEXT,
-        request_count {counter} NOT NULL DEFAULT 0
-    );
-    CREATE TABLE idempotency (
-        caller TEXT NOT NULL, key TEXT NOT NULL, fingerprint TEXT NOT NULL,
+        request_count {counter} NOT NULL DEFAULT 0);
+    CREATE TABLE idempotency (caller TEXT NOT NULL, key TEXT NOT NULL, fingerprint TEXT NOT NULL,
         status INTEGER NOT NULL, body TEXT NOT NULL, created_at {real} NOT NULL,
-        PRIMARY KEY (caller, key)
-    );
+        PRIMARY KEY (caller, key));
     CREATE INDEX idempotency_created ON idempotency (created_at);
     CREATE TABLE settings (name TEXT PRIMARY KEY, value TEXT NOT NULL)
     """,
@@ -69,16 +58,11 @@ MIGRATIONS = [
     CREATE INDEX people_country_key ON people (country_key, id);
     CREATE INDEX people_age ON people (age, id){v3_orders}
     """,
+    """CREATE TABLE persisted_queries (
+        hash TEXT PRIMARY KEY, document TEXT NOT NULL, created_at TEXT NOT NULL)""",
     """
-    CREATE TABLE persisted_queries (
-        hash TEXT PRIMARY KEY, document TEXT NOT NULL, created_at TEXT NOT NULL
-    )
-    """,
-    """
-    CREATE TABLE events (
-        id {identity}, type TEXT NOT NULL, data TEXT NOT NULL, sender_id TEXT,
-        created_at TEXT NOT NULL
-    );
+    CREATE TABLE events (id {identity}, type TEXT NOT NULL, data TEXT NOT NULL, sender_id TEXT,
+        created_at TEXT NOT NULL);
     CREATE INDEX events_created ON events (created_at)
     """,
     """
@@ -110,8 +94,7 @@ class Rows(list):
 
 class Store(PeopleStore, EventStore, WebhookStore):
     """The SQL of both backends (`?` placeholders). A backend provides `_connection()`,
-    `_transaction(begin)`, `translate()` (a broken constraint is Conflict) and the spellings
-    below."""
+    `_transaction(begin)`, `translate()` (a broken constraint is Conflict) and the spellings."""
 
     GREATEST = "max"  # the two-argument maximum
     FOR_UPDATE = ""  # locks the rows a SELECT reads until the transaction ends
@@ -152,7 +135,7 @@ class Store(PeopleStore, EventStore, WebhookStore):
         return self._execute(sql, params).rowcount > 0
 
     def _insert(self, sql: str, params=()) -> int:
-        return self._execute(sql + " RETURNING id", params).fetchone()["id"]
+        return self._execute(sql + " RETURNING id", params)[0]["id"]
 
     def _executemany(self, sql: str, rows) -> None:
         with self._translated(), self._connection() as conn:
@@ -162,13 +145,10 @@ class Store(PeopleStore, EventStore, WebhookStore):
         """Raise a domain error when nothing can be written now."""
 
     def upgrade_schema(self) -> int:
-        """Create or upgrade the schema; returns the version. Writes only to an older schema
-        (a full disk still serves reads)."""
-        try:
+        """Create or upgrade the schema (writing only to an older one); returns the version."""
+        with suppress(ServiceError):  # no schema yet (PostgreSQL): made below
             if self._execute(self.VERSION)[0]["user_version"] == SCHEMA_VERSION:
                 return SCHEMA_VERSION
-        except ServiceError:  # no schema yet (PostgreSQL): made below
-            pass
         with self.transaction():
             for statement in self.SCHEMA_LOCK:
                 self._execute(statement)
@@ -217,7 +197,6 @@ class Store(PeopleStore, EventStore, WebhookStore):
         return self._execute(sql + " AND revoked_at IS NULL", (key_hash,)).fetchone()
 
     def user_by_name(self, username: str) -> dict | None:
-        """A user with its password hash, disabled time and token generation."""
         sql = (
             f"SELECT {USER_COLUMNS}, password_hash, token_generation FROM users WHERE username = ?"
         )
@@ -230,7 +209,6 @@ class Store(PeopleStore, EventStore, WebhookStore):
         return self._execute(f"SELECT {USER_COLUMNS} FROM users ORDER BY id")
 
     def revoke_key(self, name: str) -> bool:
-        """Revoke a key; servers on this database refuse it from their next request."""
         sql = "UPDATE api_keys SET revoked_at = ? WHERE name = ? AND revoked_at IS NULL"
         return self._changed(sql, (now_iso(), name))
 
@@ -240,11 +218,9 @@ class Store(PeopleStore, EventStore, WebhookStore):
         return self._changed(sql, (prefix, key_hash, name))
 
     def delete_key(self, name: str) -> bool:
-        """Forget a key (revoked or not); its messages keep its name as their sender."""
         return self._changed("DELETE FROM api_keys WHERE name = ?", (name,))
 
     def delete_user(self, username: str) -> bool:
-        """Forget a user; its tokens stop working at once."""
         return self._changed("DELETE FROM users WHERE username = ?", (username,))
 
     def usage(self, kind: str, ident: int) -> dict | None:
@@ -264,11 +240,8 @@ class Store(PeopleStore, EventStore, WebhookStore):
 
     def set_password(self, username: str, password_hash: str) -> bool:
         """A new password; tokens issued before it stop working."""
-        return self._changed(
-            "UPDATE users SET password_hash = ?, token_generation = token_generation + 1"
-            " WHERE username = ?",
-            (password_hash, username),
-        )
+        sql = "UPDATE users SET password_hash = ?, token_generation = token_generation + 1"
+        return self._changed(sql + " WHERE username = ?", (password_hash, username))
 
     def set_disabled(self, username: str, disabled: bool) -> bool:
         """Disable a user (no logins; its tokens stop working at once) or enable it again."""
@@ -277,21 +250,17 @@ class Store(PeopleStore, EventStore, WebhookStore):
                 "UPDATE users SET disabled_at = NULL WHERE username = ? AND disabled_at IS NOT NULL"
             )
             return self._changed(sql, (username,))
+        sql = "UPDATE users SET disabled_at = ?, token_generation = token_generation + 1"
         return self._changed(
-            "UPDATE users SET disabled_at = ?, token_generation = token_generation + 1"
-            " WHERE username = ? AND disabled_at IS NULL",
-            (now_iso(), username),
+            sql + " WHERE username = ? AND disabled_at IS NULL", (now_iso(), username)
         )
 
     def claim_idempotent(self, caller: str, key: str, fingerprint: str, now: float, ttl: float):
         """Claim a caller's key (records older than `ttl` go): None, else the record there is
         (a rival claim waits for this transaction, then finds it)."""
         self._execute("DELETE FROM idempotency WHERE created_at < ?", (now - ttl,))
-        if self._changed(
-            "INSERT INTO idempotency (caller, key, fingerprint, status, body, created_at)"
-            " VALUES (?, ?, ?, 0, '', ?) ON CONFLICT (caller, key) DO NOTHING",
-            (caller, key, fingerprint, now),
-        ):
+        sql = "INSERT INTO idempotency VALUES (?, ?, ?, 0, '', ?) ON CONFLICT DO NOTHING"
+        if self._changed(sql, (caller, key, fingerprint, now)):
             return None
         sql = "SELECT fingerprint, status, body FROM idempotency WHERE caller = ? AND key = ?"
         return self._execute(sql, (caller, key)).fetchone()
@@ -302,8 +271,8 @@ class Store(PeopleStore, EventStore, WebhookStore):
 
     def get_persisted(self, digest: str) -> str | None:
         """The document stored under a hex SHA-256, if any."""
-        row = self._execute("SELECT document FROM persisted_queries WHERE hash = ?", (digest,))
-        return row[0]["document"] if row else None
+        rows = self._execute("SELECT document FROM persisted_queries WHERE hash = ?", (digest,))
+        return rows[0]["document"] if rows else None
 
     def put_persisted(self, digest, document, owner="", keep=1000, per_owner=100) -> None:
         """Store a document under its SHA-256 for `owner` (once); past `per_owner` documents of

@@ -67,7 +67,7 @@ class PeopleStore:
         return self._execute(f"SELECT count(*) AS n FROM {sql}", params)[0]["n"]
 
     def is_empty(self) -> bool:
-        """True when the database holds neither people nor API keys."""
+        """Whether the database holds neither people nor API keys."""
         return not self._execute("SELECT 1 FROM people UNION ALL SELECT 1 FROM api_keys LIMIT 1")
 
     def _where(self, filters: dict | None) -> tuple[str, list]:
@@ -125,7 +125,7 @@ class PeopleStore:
         )
 
     def insert_person(self, person: dict) -> int:
-        """Insert a person (columns as in get_person, without id); returns the new id."""
+        """Insert a person (columns as in get_person, without id); returns its id."""
         now, columns = now_iso(), [*WRITTEN, "created_at", "updated_at"]
         try:
             return self._insert(insert("people", columns), (*_values(person), now, now))
@@ -148,19 +148,14 @@ class PeopleStore:
 
     def add_friendship(self, person_id: int, friend_id: int) -> bool:
         """Make two people friends both ways; whether they became friends now."""
-        return self._changed(
-            "INSERT INTO friendships (person_id, friend_id) VALUES (?, ?), (?, ?)"
-            " ON CONFLICT DO NOTHING",
-            (person_id, friend_id, friend_id, person_id),
-        )
+        sql = "INSERT INTO friendships VALUES (?, ?), (?, ?) ON CONFLICT DO NOTHING"
+        return self._changed(sql, (person_id, friend_id, friend_id, person_id))
 
     def remove_friendship(self, person_id: int, friend_id: int) -> bool:
         """End a friendship both ways; whether there was one."""
-        return self._changed(
-            "DELETE FROM friendships WHERE (person_id = ? AND friend_id = ?)"
-            " OR (person_id = ? AND friend_id = ?)",
-            (person_id, friend_id, friend_id, person_id),
-        )
+        sql = "DELETE FROM friendships WHERE (person_id = ? AND friend_id = ?) OR"
+        sql += " (person_id = ? AND friend_id = ?)"
+        return self._changed(sql, (person_id, friend_id, friend_id, person_id))
 
     def count_friends(self, person_id: int) -> int:
         return self._count("friendships WHERE person_id = ?", (person_id,))
@@ -241,10 +236,8 @@ class PeopleStore:
             )
         except Conflict:
             raise Conflict("Two people share an email (or one already exists).") from None
-        self._executemany(
-            "INSERT INTO friendships (person_id, friend_id) VALUES (?, ?) ON CONFLICT DO NOTHING",
-            sorted({pair for a, b in friendships for pair in ((a, b), (b, a))}),
-        )
+        pairs = sorted({pair for a, b in friendships for pair in ((a, b), (b, a))})
+        self._executemany("INSERT INTO friendships VALUES (?, ?) ON CONFLICT DO NOTHING", pairs)
         self._ids_taken()
 
     def _ids_taken(self) -> None:

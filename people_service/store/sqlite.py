@@ -29,8 +29,8 @@ ERRORS = {
 
 
 class _Held:
-    """A thread's connection, closed when the thread's locals go (a sqlite3 connection sits in
-    a reference cycle: freed unclosed, it would keep its file descriptors until a collection)."""
+    """Closes a thread's connection when the thread's locals go (a sqlite3 connection is in a
+    reference cycle: freed unclosed, it keeps its file descriptors until a collection)."""
 
     def __init__(self, db):
         self.db = db
@@ -62,8 +62,7 @@ class ThreadConnections:
 
 
 def connect(path: str, timeout: float, mode: str = "rw") -> sqlite3.Connection:
-    """A connection in autocommit mode that any thread may use (and close); with mode=rw, a
-    file that vanished is an error, not a new empty database."""
+    """An autocommit connection any thread may close; mode=rw: a vanished file is an error."""
     uri = Path(os.path.abspath(path)).as_uri() + f"?mode={mode}"
     return sqlite3.connect(
         uri, uri=True, timeout=timeout, isolation_level=None, check_same_thread=False
@@ -102,7 +101,6 @@ class SQLiteStore(Store):
         return f"{column} IN (SELECT value FROM json_each(?))", json.dumps(ids)
 
     def _db(self) -> sqlite_utils.Database:
-        """This thread's connection."""
         with self._translated():
             return self._threads.get()
 
@@ -155,7 +153,6 @@ class SQLiteStore(Store):
                 writer.release()
 
     def close(self) -> None:
-        """Close every thread's connection (a later use opens another)."""
         self._threads.close()
 
     def upgrade_schema(self) -> int:
@@ -196,9 +193,8 @@ class SQLiteStore(Store):
                 os.unlink(draft)
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
         except OSError as error:
-            raise ValueError(
-                f"{path} cannot be opened ({error.strerror}); it must be a file"
-            ) from None
+            why = f"{path} cannot be opened ({error.strerror}); it must be a file"
+            raise ValueError(why) from None
         with os.fdopen(fd, encoding="ascii") as file:
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode):
