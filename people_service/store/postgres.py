@@ -1,5 +1,7 @@
 """The PostgreSQL store: a connection pool, row locks and its own dialect."""
 
+import functools
+import re
 import secrets
 import threading
 from contextlib import contextmanager, nullcontext
@@ -19,6 +21,22 @@ ERRORS = (
     ((pg.LockNotAvailable, pg.TransactionRollback), Busy),  # deadlock, serialization: retry
     (psycopg.OperationalError, Unavailable),
 )
+
+
+# a quoted literal or identifier (kept, with its % doubled), or a `?` or `%` outside of one
+TOKEN = re.compile(r"""('(?:[^']|'')*'|"(?:[^"]|"")*")|\?|%""")
+
+
+@functools.lru_cache(maxsize=1024)
+def placeholders(sql: str) -> str:
+    """The store's SQL (`?` parameters) in psycopg's (`%s`); literals stay what they were."""
+
+    def swap(match: re.Match) -> str:
+        if match.group(1):
+            return match.group(1).replace("%", "%%")
+        return "%s" if match.group() == "?" else "%%"
+
+    return TOKEN.sub(swap, sql)
 
 
 class PostgresStore(Store):
@@ -72,10 +90,7 @@ class PostgresStore(Store):
     def translate(error: Exception) -> ServiceError:
         return next((make() for kind, make in ERRORS if isinstance(error, kind)), ServiceError())
 
-    @staticmethod
-    def _sql(sql: str) -> str:
-        # psycopg's placeholders (no statement has a `?` or `%` inside a literal)
-        return sql.replace("%", "%%").replace("?", "%s")
+    _sql = staticmethod(placeholders)
 
     @staticmethod
     def _in_ids(column: str, ids: list[int]) -> tuple[str, list[int]]:
