@@ -5,8 +5,8 @@ import os
 import secrets
 import sqlite3
 import stat
+import tempfile
 import threading
-import weakref
 from contextlib import contextmanager, nullcontext, suppress
 from pathlib import Path
 
@@ -40,25 +40,20 @@ class _Held:
 
 
 class ThreadConnections:
-    """A connection per thread, from `connect`; close() closes all (a later use opens another)."""
+    """A connection per thread, from `connect`; each closes when its thread ends, and all at
+    close() (as the old thread-locals go; a later use opens another)."""
 
     def __init__(self, connect):
         self.connect, self.local = connect, threading.local()
-        self._open, self._lock = weakref.WeakSet(), threading.Lock()
 
     def get(self):
         held = getattr(self.local, "held", None)
         if held is None:
             held = self.local.held = _Held(self.connect())
-            with self._lock:
-                self._open.add(held)
         return held.db
 
     def close(self) -> None:
-        with self._lock:
-            opened, self._open, self.local = list(self._open), weakref.WeakSet(), threading.local()
-        for held in opened:
-            held.db.close()
+        self.local = threading.local()
 
 
 def connect(path: str, timeout: float, mode: str = "rw") -> sqlite3.Connection:
@@ -182,9 +177,8 @@ class SQLiteStore(Store):
         except FileNotFoundError:
             # written aside, then linked into place: a second process starting at the same
             # moment either links first or reads the whole secret, never an empty file
-            draft = f"{path}.{secrets.token_hex(8)}.tmp"
-            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
-            with os.fdopen(os.open(draft, flags, 0o600), "w", encoding="ascii") as file:
+            fd, draft = tempfile.mkstemp(".tmp", "secret.key.", os.path.dirname(path))  # 0600
+            with os.fdopen(fd, "w", encoding="ascii") as file:
                 file.write(secrets.token_urlsafe(48) + "\n")
             try:
                 with suppress(FileExistsError):
