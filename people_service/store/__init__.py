@@ -9,7 +9,6 @@ from .sqlite import SQLiteStore
 
 
 def is_url(database: str) -> bool:
-    """Whether DATABASE names a PostgreSQL server rather than a SQLite file."""
     return str(database).startswith(("postgresql://", "postgres://"))
 
 

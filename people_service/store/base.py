@@ -93,8 +93,7 @@ class Rows(list):
 
 
 class Store(PeopleStore, EventStore, WebhookStore):
-    """The SQL of both backends (`?` placeholders). A backend provides `_connection()`,
-    `_transaction(begin)`, `translate()` (a broken constraint is Conflict) and the spellings."""
+    """The SQL of both backends (`?` placeholders); a backend adds its connections."""
 
     GREATEST = "max"  # the two-argument maximum
     FOR_UPDATE = ""  # locks the rows a SELECT reads until the transaction ends
@@ -256,8 +255,8 @@ class Store(PeopleStore, EventStore, WebhookStore):
         )
 
     def claim_idempotent(self, caller: str, key: str, fingerprint: str, now: float, ttl: float):
-        """Claim a caller's key (records older than `ttl` go): None, else the record there is
-        (a rival claim waits for this transaction, then finds it)."""
+        """None if this claims a caller's key (a rival waits for this transaction), else the
+        record there is; records older than `ttl` go."""
         self._execute("DELETE FROM idempotency WHERE created_at < ?", (now - ttl,))
         sql = "INSERT INTO idempotency VALUES (?, ?, ?, 0, '', ?) ON CONFLICT DO NOTHING"
         if self._changed(sql, (caller, key, fingerprint, now)):

@@ -74,10 +74,10 @@ def default_uri(database: str) -> str:
 
 
 class SQLiteCounters(Storage, SlidingWindowCounterSupport, TimestampedSlidingWindow):
-    """Exact across processes: each decision is one statement; writers queue on a thread lock
-    and an flock of `<file>.lock` (quicker than SQLite's busy handler); a refusal only reads.
-    flask-limiter may build it before a fork, so each process opens its own connections and
-    lock file on first use. Errors are raised (as StorageError when wrap_exceptions)."""
+    """Exact across processes: writers queue on a thread lock and an flock of `<file>.lock`
+    (quicker than SQLite's busy handler); a refusal only reads. Errors are raised, never a
+    made-up count. Each process opens its own connections (flask-limiter may build it before
+    a fork)."""
 
     STORAGE_SCHEME = ["sqlite"]
     base_exceptions = (sqlite3.Error, OSError)
@@ -101,7 +101,6 @@ class SQLiteCounters(Storage, SlidingWindowCounterSupport, TimestampedSlidingWin
         return conn
 
     def _here(self) -> SimpleNamespace:
-        """This process's connections, writer lock and lock file, made on first use in it."""
         here = self._processes.get(os.getpid())
         if here is None:  # setdefault is atomic: the threads of a new process agree on one
             made = SimpleNamespace(threads=ThreadConnections(self._connect), lock=threading.Lock())
@@ -113,7 +112,7 @@ class SQLiteCounters(Storage, SlidingWindowCounterSupport, TimestampedSlidingWin
 
     @contextmanager
     def _writing(self):
-        """This thread's connection, as the one writer of the file (statements autocommit)."""
+        """This thread's connection, as the one writer of the file."""
         conn, here = self._conn(), self._here()
         with here.lock:
             if getattr(here, "fd", None) is None:
@@ -130,7 +129,7 @@ class SQLiteCounters(Storage, SlidingWindowCounterSupport, TimestampedSlidingWin
             return conn.execute(sql, params).fetchall()
 
     def close(self) -> None:
-        """Close this process's connections and lock file (a later use opens them again)."""
+        """Close this process's connections and lock file (a later use opens others)."""
         here = self._processes.pop(os.getpid(), None)
         if here is not None:
             here.threads.close()

@@ -41,7 +41,7 @@ def placeholders(sql: str) -> str:
 
 class PostgresStore(Store):
     """The store in PostgreSQL, shared by several processes or machines: a write that depends
-    on what it read locks those rows (FOR UPDATE), and uniqueness is the constraints' job."""
+    on what it read locks those rows (FOR UPDATE)."""
 
     GREATEST = "greatest"
     ORDER_EVENTS = "SELECT pg_advisory_xact_lock(?)"

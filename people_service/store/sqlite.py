@@ -82,8 +82,7 @@ class SQLiteStore(Store):
     def __init__(self, path: str, *, busy_timeout: float = 5.0):
         self.path, self.busy_timeout = str(path), busy_timeout
         self._threads = ThreadConnections(self._connect)
-        # this process's writers take turns here rather than in SQLite's busy handler, whose
-        # growing sleeps (up to 100 ms each) made the slowest writes wait
+        # writers take turns here rather than in SQLite's busy handler, with its long sleeps
         self._writer = threading.Lock()
 
     @staticmethod
@@ -113,39 +112,38 @@ class SQLiteStore(Store):
         conn.execute("PRAGMA synchronous = FULL")  # WAL + FULL survives power loss too
         return sqlite_utils.Database(conn)
 
+    def _in_transaction(self) -> bool:
+        held = getattr(self._threads.local, "held", None)
+        return held is not None and held.db.conn.in_transaction
+
     def _writable(self) -> None:
-        # open connections could still write through their descriptors to a file now read-only
-        # or gone: refuse (one access() a write transaction)
-        if not getattr(self._threads.local, "busy", False) and not os.access(self.path, os.W_OK):
+        # open connections could still write to a file now read-only or gone
+        if not self._in_transaction() and not os.access(self.path, os.W_OK):
             raise Unavailable(READ_ONLY if os.path.exists(self.path) else UNREACHABLE)
 
     @contextmanager
     def _transaction(self, begin: str):
-        local = self._threads.local
-        if getattr(local, "busy", False):  # nested: part of the outer one
+        if self._in_transaction():  # nested: part of the outer one
             yield
             return
-        writer = self._writer if begin == self.WRITE else None
-        if writer is not None and not writer.acquire(timeout=self.busy_timeout):
+        writing = begin == self.WRITE
+        if writing and not self._writer.acquire(timeout=self.busy_timeout):
             raise Busy()
         db = None
         try:
             with self._translated():
-                if writer is not None:
+                if writing:
                     self._writable()
                 db = self._db()
                 db.execute(begin)
-            local.busy = True
             yield
-            local.busy = False
             with self._translated():
                 db.execute("COMMIT")
         finally:
-            local.busy = False
             if db is not None:
                 db.rollback()  # when the block or the COMMIT failed (else nothing to undo)
-            if writer is not None:
-                writer.release()
+            if writing:
+                self._writer.release()
 
     def close(self) -> None:
         self._threads.close()
