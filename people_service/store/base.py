@@ -10,9 +10,7 @@ from .webhooks import WebhookStore
 
 READ_ONLY = "The database is read-only; nothing was written."
 USER_COLUMNS = "id, username, scopes, rate_limit, created_at, last_used, request_count, disabled_at"
-KEY_COLUMNS = (
-    "id, name, prefix, scopes, rate_limit, created_at, last_used, request_count, revoked_at"
-)
+KEY_COLUMNS = "id, name, prefix, scopes, rate_limit, created_at, last_used, request_count"
 KINDS = {"api_key": "api_keys", "user": "users"}
 
 # Migration n takes a database from version n - 1 to n in one transaction; the names in braces
@@ -192,17 +190,15 @@ class Store(PeopleStore, EventStore, WebhookStore):
 
     def key_by_hash(self, key_hash: str) -> dict | None:
         """The unrevoked key with this hash, with its hash for a constant-time comparison."""
-        sql = f"SELECT {KEY_COLUMNS}, key_hash FROM api_keys WHERE key_hash = ?"
+        sql = f"SELECT {KEY_COLUMNS}, revoked_at, key_hash FROM api_keys WHERE key_hash = ?"
         return self._execute(sql + " AND revoked_at IS NULL", (key_hash,)).fetchone()
 
     def user_by_name(self, username: str) -> dict | None:
-        sql = (
-            f"SELECT {USER_COLUMNS}, password_hash, token_generation FROM users WHERE username = ?"
-        )
-        return self._execute(sql, (username,)).fetchone()
+        sql = f"SELECT {USER_COLUMNS}, password_hash, token_generation FROM users"
+        return self._execute(sql + " WHERE username = ?", (username,)).fetchone()
 
     def list_keys(self) -> list[dict]:
-        return self._execute(f"SELECT {KEY_COLUMNS} FROM api_keys ORDER BY id")
+        return self._execute(f"SELECT {KEY_COLUMNS}, revoked_at FROM api_keys ORDER BY id")
 
     def list_users(self) -> list[dict]:
         return self._execute(f"SELECT {USER_COLUMNS} FROM users ORDER BY id")
@@ -245,10 +241,8 @@ class Store(PeopleStore, EventStore, WebhookStore):
     def set_disabled(self, username: str, disabled: bool) -> bool:
         """Disable a user (no logins; its tokens stop working at once) or enable it again."""
         if not disabled:
-            sql = (
-                "UPDATE users SET disabled_at = NULL WHERE username = ? AND disabled_at IS NOT NULL"
-            )
-            return self._changed(sql, (username,))
+            sql = "UPDATE users SET disabled_at = NULL WHERE username = ?"
+            return self._changed(sql + " AND disabled_at IS NOT NULL", (username,))
         sql = "UPDATE users SET disabled_at = ?, token_generation = token_generation + 1"
         return self._changed(
             sql + " WHERE username = ? AND disabled_at IS NULL", (now_iso(), username)
@@ -284,10 +278,8 @@ class Store(PeopleStore, EventStore, WebhookStore):
         )
         with self.transaction():
             now = now_iso()
-            self._execute(
-                "INSERT INTO persisted_queries (hash, document, created_at, owner, used_at)"
-                " VALUES (?, ?, ?, ?, ?) ON CONFLICT (hash) DO NOTHING",
-                (digest, document, now, owner, now),
-            )
+            sql = "INSERT INTO persisted_queries (hash, document, created_at, owner, used_at)"
+            sql += " VALUES (?, ?, ?, ?, ?) ON CONFLICT (hash) DO NOTHING"
+            self._execute(sql, (digest, document, now, owner, now))
             self._execute(oldest.format("owner = ? AND"), (owner, owner, per_owner))
             self._execute(oldest.format(""), (keep,))

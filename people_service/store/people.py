@@ -116,13 +116,9 @@ class PeopleStore:
 
     def _fold_places(self) -> None:
         # a migration: Python's case folding, as every write computes it (no SQL dialect can)
-        rows = self._execute(
-            "SELECT id, city, country FROM people WHERE city IS NOT NULL OR country IS NOT NULL"
-        )
-        self._executemany(
-            "UPDATE people SET city_key = ?, country_key = ? WHERE id = ?",
-            [(fold(row["city"]), fold(row["country"]), row["id"]) for row in rows],
-        )
+        sql = "SELECT id, city, country FROM people WHERE city IS NOT NULL OR country IS NOT NULL"
+        keys = [(fold(row["city"]), fold(row["country"]), row["id"]) for row in self._execute(sql)]
+        self._executemany("UPDATE people SET city_key = ?, country_key = ? WHERE id = ?", keys)
 
     def insert_person(self, person: dict) -> int:
         """Insert a person (columns as in get_person, without id); returns its id."""
@@ -162,11 +158,9 @@ class PeopleStore:
 
     def list_friends(self, person_id: int, limit: int, offset: int) -> list[dict]:
         """A page of a person's friends by id: id and name only."""
-        return self._execute(
-            "SELECT p.id, p.name FROM friendships f JOIN people p ON p.id = f.friend_id"
-            " WHERE f.person_id = ? ORDER BY f.friend_id LIMIT ? OFFSET ?",
-            (person_id, limit, offset),
-        )
+        sql = "SELECT p.id, p.name FROM friendships f JOIN people p ON p.id = f.friend_id"
+        sql += " WHERE f.person_id = ? ORDER BY f.friend_id LIMIT ? OFFSET ?"
+        return self._execute(sql, (person_id, limit, offset))
 
     def friends_of(self, person_ids: list[int], limit: int) -> dict[int, list[dict]]:
         """The first `limit` friends (by id) of each person, in one statement."""
@@ -211,11 +205,9 @@ class PeopleStore:
     def list_messages(self, person_id: int, sender_id, limit: int, offset: int) -> list[dict]:
         """Messages to a person (from `sender_id` unless None), newest first."""
         condition, params = _from(sender_id)
-        return self._execute(
-            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE person_id = ?{condition}"
-            f" ORDER BY {NEWEST} LIMIT ? OFFSET ?",
-            (person_id, *params, limit, offset),
-        )
+        sql = f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE person_id = ?{condition}"
+        sql += f" ORDER BY {NEWEST} LIMIT ? OFFSET ?"
+        return self._execute(sql, (person_id, *params, limit, offset))
 
     def messages_of(self, person_ids: list[int], sender_id, limit: int) -> dict[int, list[dict]]:
         """The newest `limit` messages to each person (from `sender_id` unless None)."""
@@ -229,11 +221,9 @@ class PeopleStore:
         if taken:
             raise Conflict(f"A person with id '{taken['id']}' already exists.")
         now = now_iso()
+        rows = [(person["id"], *_values(person), now, now) for person in people]
         try:
-            self._executemany(
-                insert("people", ["id", *WRITTEN, "created_at", "updated_at"]),
-                [(person["id"], *_values(person), now, now) for person in people],
-            )
+            self._executemany(insert("people", ["id", *WRITTEN, "created_at", "updated_at"]), rows)
         except Conflict:
             raise Conflict("Two people share an email (or one already exists).") from None
         pairs = sorted({pair for a, b in friendships for pair in ((a, b), (b, a))})
@@ -246,10 +236,8 @@ class PeopleStore:
     def export_people(self) -> tuple[list[dict], list[tuple[int, int]]]:
         """Every person (all columns of the details) and every friendship pair once."""
         people = self._execute(f"SELECT {PERSON_COLUMNS} FROM people ORDER BY id")
-        pairs = self._execute(
-            "SELECT person_id, friend_id FROM friendships WHERE person_id < friend_id"
-            " ORDER BY person_id, friend_id"
-        )
+        sql = "SELECT person_id, friend_id FROM friendships WHERE person_id < friend_id"
+        pairs = self._execute(sql + " ORDER BY person_id, friend_id")
         return people, [(row["person_id"], row["friend_id"]) for row in pairs]
 
     def dump(self) -> dict[str, list[dict]]:

@@ -131,8 +131,6 @@ class PostgresStore(Store):
 
     def stored_secret(self) -> str:
         """The signing secret, kept in the database so that every instance shares it."""
-        self._execute(
-            "INSERT INTO settings (name, value) VALUES ('secret_key', ?) ON CONFLICT DO NOTHING",
-            (secrets.token_urlsafe(48),),
-        )
+        sql = "INSERT INTO settings VALUES ('secret_key', ?) ON CONFLICT DO NOTHING"
+        self._execute(sql, (secrets.token_urlsafe(48),))
         return self._execute("SELECT value FROM settings WHERE name = 'secret_key'")[0]["value"]
