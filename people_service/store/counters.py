@@ -45,11 +45,12 @@ def create_private(path: str) -> int:
     """Open `path` 0600, never through a symlink; ConfigurationError if another user owns it."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
-        if (uid := os.fstat(fd).st_uid) not in (os.geteuid(), 0):
-            raise ConfigurationError(
-                f"{path} belongs to another user (uid {uid}); remove it or serve as them"
-            )
-        os.fchmod(fd, 0o600)
+        info = os.fstat(fd)
+        if info.st_uid not in (os.geteuid(), 0):
+            who = f"another user (uid {info.st_uid}); remove it or serve as them"
+            raise ConfigurationError(f"{path} belongs to {who}")
+        if info.st_mode & 0o077:
+            os.fchmod(fd, 0o600)
     except BaseException:
         os.close(fd)
         raise
@@ -198,7 +199,5 @@ class SQLiteCounters(Storage, SlidingWindowCounterSupport, TimestampedSlidingWin
         return self._windows(self._conn(), key, expiry, time.time())
 
     def clear_sliding_window(self, key: str, expiry: int) -> None:
-        self._write(
-            "DELETE FROM counters WHERE key IN (?, ?)",
-            self.sliding_window_keys(key, expiry, time.time()),
-        )
+        keys = self.sliding_window_keys(key, expiry, time.time())
+        self._write("DELETE FROM counters WHERE key IN (?, ?)", keys)

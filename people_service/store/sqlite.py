@@ -87,8 +87,7 @@ class SQLiteStore(Store):
 
     @staticmethod
     def translate(error: sqlite3.Error) -> ServiceError:
-        code = getattr(error, "sqlite_errorcode", None)
-        return ERRORS.get(None if code is None else code & 0xFF, ServiceError)()
+        return ERRORS.get((getattr(error, "sqlite_errorcode", None) or 0) & 0xFF, ServiceError)()
 
     @staticmethod
     def _in_ids(column: str, ids: list[int]) -> tuple[str, str]:
