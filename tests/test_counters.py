@@ -161,7 +161,6 @@ def test_fixed_window_counts_and_starts_afresh_after_its_expiry(tmp_path, sqlite
 def test_expired_counters_are_purged_so_the_file_stays_bounded(tmp_path, sqlite_only):
     path = tmp_path / "c.db"
     storage = storage_at(path)
-    storage.PURGE_EVERY = 10
     item = parse("100/second")
     strategy = STRATEGIES["sliding-window-counter"](storage)
     for n in range(200):

@@ -9,24 +9,22 @@ from .sqlite import SQLiteStore
 
 
 def is_url(database: str) -> bool:
-    """Whether DATABASE names a PostgreSQL server rather than a SQLite file."""
     return str(database).startswith(("postgresql://", "postgres://"))
 
 
 def redacted(database: str) -> str:
-    """DATABASE (or any URL) without the password it may carry, for messages and logs."""
+    """DATABASE without the password it may carry, for messages and logs."""
     return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", str(database))
 
 
 def open_store(database: str) -> Store:
     """The store for DATABASE: a PostgreSQL URL, or else the path of a SQLite file."""
-    if is_url(database):
-        try:
-            from .postgres import PostgresStore  # psycopg is only needed for PostgreSQL
-        except ModuleNotFoundError:
-            raise RuntimeError(
-                "PostgreSQL support is not installed: pip install -e '.[postgres]'"
-            ) from None
-
-        return PostgresStore(str(database))
-    return SQLiteStore(str(database))
+    if not is_url(database):
+        return SQLiteStore(str(database))
+    try:
+        from .postgres import PostgresStore  # psycopg is only needed for PostgreSQL
+    except ModuleNotFoundError:
+        raise RuntimeError(
+            "PostgreSQL support is not installed: pip install -e '.[postgres]'"
+        ) from None
+    return PostgresStore(str(database))

@@ -1,6 +1,6 @@
 """The store's one interface: its SQL (people's in a mixin) and the migrations of both backends."""
 
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
 from ..errors import Conflict, ServiceError
 from .events import EventStore
@@ -10,87 +10,45 @@ from .webhooks import WebhookStore
 
 READ_ONLY = "The database is read-only; nothing was written."
 USER_COLUMNS = "id, username, scopes, rate_limit, created_at, last_used, request_count, disabled_at"
-KEY_COLUMNS = (
-    "id, name, prefix, scopes, rate_limit, created_at, last_used, request_count, revoked_at"
-)
+KEY_COLUMNS = "id, name, prefix, scopes, rate_limit, created_at, last_used, request_count"
 KINDS = {"api_key": "api_keys", "user": "users"}
 
-# The migrations, for both backends: migration n takes a database from version n - 1 to n, in
-# one transaction. The names in braces are what each backend spells its own way (its DIALECT).
-SCHEMA_V1 = """
-    CREATE TABLE people (
-        id {identity},
-        name TEXT NOT NULL,
-        name_key TEXT NOT NULL,
-        age INTEGER,
-        email TEXT,
-        email_key TEXT UNIQUE,
-        street TEXT,
-        city TEXT,
-        country TEXT,
-        created_at TEXT NOT NULL,
-        updated_at TEXT NOT NULL
-    );
+# Migration n takes a database from version n - 1 to n in one transaction; the names in braces
+# are each backend's spelling (its DIALECT). No statement holds a `;`.
+MIGRATIONS = [
+    """
+    CREATE TABLE people (id {identity}, name TEXT NOT NULL, name_key TEXT NOT NULL, age INTEGER,
+        email TEXT, email_key TEXT UNIQUE, street TEXT, city TEXT, country TEXT,
+        created_at TEXT NOT NULL, updated_at TEXT NOT NULL);
     CREATE INDEX people_name_key ON people (name_key);
     CREATE TABLE friendships (
         person_id {reference} NOT NULL REFERENCES people (id) ON DELETE CASCADE,
         friend_id {reference} NOT NULL REFERENCES people (id) ON DELETE CASCADE,
-        PRIMARY KEY (person_id, friend_id)
-    ){without_rowid};
+        PRIMARY KEY (person_id, friend_id)){without_rowid};
     CREATE INDEX friendships_friend ON friendships (friend_id);
-    CREATE TABLE messages (
-        id {identity},
+    CREATE TABLE messages (id {identity},
         person_id {reference} NOT NULL REFERENCES people (id) ON DELETE CASCADE,
-        sender_id TEXT NOT NULL,
-        sender TEXT NOT NULL,
-        content TEXT NOT NULL,
-        created_at TEXT NOT NULL
-    );
+        sender_id TEXT NOT NULL, sender TEXT NOT NULL, content TEXT NOT NULL,
+        created_at TEXT NOT NULL);
     CREATE INDEX messages_person ON messages (person_id, sender_id, created_at);
-    CREATE TABLE api_keys (
-        id {identity},
-        name TEXT NOT NULL UNIQUE,
-        prefix TEXT NOT NULL,
-        key_hash TEXT NOT NULL UNIQUE,
-        scopes TEXT NOT NULL,
-        rate_limit TEXT,
-        created_at TEXT NOT NULL,
-        last_used TEXT,
-        request_count {counter} NOT NULL DEFAULT 0,
-        revoked_at TEXT
-    );
-    CREATE TABLE users (
-        id {identity},
-        username TEXT NOT NULL UNIQUE,
-        password_hash TEXT NOT NULL,
-        scopes TEXT NOT NULL,
-        rate_limit TEXT,
-        created_at TEXT NOT NULL,
-        last_used TEXT,
-        request_count {counter} NOT NULL DEFAULT 0
-    );
-    CREATE TABLE idempotency (
-        caller TEXT NOT NULL,
-        key TEXT NOT NULL,
-        fingerprint TEXT NOT NULL,
-        status INTEGER NOT NULL,
-        body TEXT NOT NULL,
-        created_at {real} NOT NULL,
-        PRIMARY KEY (caller, key)
-    );
+    CREATE TABLE api_keys (id {identity}, name TEXT NOT NULL UNIQUE, prefix TEXT NOT NULL,
+        key_hash TEXT NOT NULL UNIQUE, scopes TEXT NOT NULL, rate_limit TEXT,
+        created_at TEXT NOT NULL, last_used TEXT, request_count {counter} NOT NULL DEFAULT 0,
+        revoked_at TEXT);
+    CREATE TABLE users (id {identity}, username TEXT NOT NULL UNIQUE, password_hash TEXT NOT NULL,
+        scopes TEXT NOT NULL, rate_limit TEXT, created_at TEXT NOT NULL, last_used TEXT,
+        request_count {counter} NOT NULL DEFAULT 0);
+    CREATE TABLE idempotency (caller TEXT NOT NULL, key TEXT NOT NULL, fingerprint TEXT NOT NULL,
+        status INTEGER NOT NULL, body TEXT NOT NULL, created_at {real} NOT NULL,
+        PRIMARY KEY (caller, key));
     CREATE INDEX idempotency_created ON idempotency (created_at);
-    -- what the service keeps in the database itself (PostgreSQL: the token secret)
     CREATE TABLE settings (name TEXT PRIMARY KEY, value TEXT NOT NULL)
-"""
-MIGRATIONS = [
-    SCHEMA_V1,
-    # users can be disabled, and a password change or a disable ends their tokens
+    """,
     """
     ALTER TABLE users ADD COLUMN disabled_at TEXT;
     ALTER TABLE users ADD COLUMN token_generation {counter} NOT NULL DEFAULT 0
     """,
-    # people lists filter by folded city and country (filled by _fold_places after this) and
-    # sort by name or age; id ends each index, the lists' tie-break
+    # id ends each index: the people lists' tie-break
     """
     ALTER TABLE people ADD COLUMN city_key TEXT;
     ALTER TABLE people ADD COLUMN country_key TEXT;
@@ -98,27 +56,13 @@ MIGRATIONS = [
     CREATE INDEX people_country_key ON people (country_key, id);
     CREATE INDEX people_age ON people (age, id){v3_orders}
     """,
-    # automatic persisted queries: GraphQL documents by their SHA-256, shared by every process
+    """CREATE TABLE persisted_queries (
+        hash TEXT PRIMARY KEY, document TEXT NOT NULL, created_at TEXT NOT NULL)""",
     """
-    CREATE TABLE persisted_queries (
-        hash TEXT PRIMARY KEY,
-        document TEXT NOT NULL,
-        created_at TEXT NOT NULL
-    )
-    """,
-    # every change as an event, written in the change's own transaction (SPEC 11c); the
-    # sender of a message.created, who alone (and admin) sees it in the feed
-    """
-    CREATE TABLE events (
-        id {identity},
-        type TEXT NOT NULL,
-        data TEXT NOT NULL,
-        sender_id TEXT,
-        created_at TEXT NOT NULL
-    );
+    CREATE TABLE events (id {identity}, type TEXT NOT NULL, data TEXT NOT NULL, sender_id TEXT,
+        created_at TEXT NOT NULL);
     CREATE INDEX events_created ON events (created_at)
     """,
-    # persisted queries are bounded per caller too, least recently used first out
     """
     ALTER TABLE persisted_queries ADD COLUMN owner TEXT NOT NULL DEFAULT '';
     ALTER TABLE persisted_queries ADD COLUMN used_at TEXT NOT NULL DEFAULT '';
@@ -126,11 +70,10 @@ MIGRATIONS = [
     CREATE INDEX persisted_queries_used ON persisted_queries (used_at);
     CREATE INDEX persisted_queries_owner ON persisted_queries (owner, used_at)
     """,
-    # webhooks and one delivery per webhook and event, made in the event's transaction
     WEBHOOKS_SCHEMA,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
-FOLD_PLACES_AT = 3  # the migration after which existing rows get their folded keys
+FOLD_PLACES_AT = 3  # the migration after which existing rows get their folded places
 
 
 class Rows(list):
@@ -148,16 +91,16 @@ class Rows(list):
 
 
 class Store(PeopleStore, EventStore, WebhookStore):
-    """The SQL of both backends (`?` placeholders). A backend provides `_connection()`,
-    `_transaction(begin)`, `translate()` (a broken constraint is Conflict, which callers that
-    know the constraint make precise), where the schema version is kept, and the dialect below."""
+    """The SQL of both backends (`?` placeholders); a backend adds its connections."""
 
     GREATEST = "max"  # the two-argument maximum
     FOR_UPDATE = ""  # locks the rows a SELECT reads until the transaction ends
-    DIALECT: dict[str, str] = {}  # the spellings MIGRATIONS leave open
+    DIALECT: dict[str, str] = {}
     DRIVER_ERROR: type[Exception] = Exception
     UNAVAILABLE = "unavailable"  # what check() says when the database does not answer
     WRITE = READ = ""  # what begins a write transaction, and a snapshot
+    SCHEMA_LOCK: tuple[str, ...] = ()  # what a migration runs first
+    VERSION, SET_VERSION = "PRAGMA user_version", "PRAGMA user_version = {}"
 
     def transaction(self):
         """One write transaction; nested uses join the outer one."""
@@ -189,7 +132,7 @@ class Store(PeopleStore, EventStore, WebhookStore):
         return self._execute(sql, params).rowcount > 0
 
     def _insert(self, sql: str, params=()) -> int:
-        return self._execute(sql + " RETURNING id", params).fetchone()["id"]
+        return self._execute(sql + " RETURNING id", params)[0]["id"]
 
     def _executemany(self, sql: str, rows) -> None:
         with self._translated(), self._connection() as conn:
@@ -199,27 +142,25 @@ class Store(PeopleStore, EventStore, WebhookStore):
         """Raise a domain error when nothing can be written now."""
 
     def upgrade_schema(self) -> int:
-        """Create or upgrade the schema; returns the version. Idempotent, and it writes only to
-        an older schema (a full disk still serves reads)."""
-        try:
-            if self._current_version() == SCHEMA_VERSION:
+        """Create or upgrade the schema (writing only to an older one); returns the version."""
+        with suppress(ServiceError):  # no schema yet (PostgreSQL): made below
+            if self._execute(self.VERSION)[0]["user_version"] == SCHEMA_VERSION:
                 return SCHEMA_VERSION
-        except ServiceError:  # no schema yet (PostgreSQL): made below
-            pass
         with self.transaction():
-            version = self._schema_version()
+            for statement in self.SCHEMA_LOCK:
+                self._execute(statement)
+            version = self._execute(self.VERSION)[0]["user_version"]
             if version > SCHEMA_VERSION:
                 raise RuntimeError(
                     f"database schema version {version} is newer than this people-service "
                     f"({SCHEMA_VERSION})"
                 )
             for number in range(version + 1, SCHEMA_VERSION + 1):
-                # one statement at a time (no migration has a `;` inside a statement)
                 for statement in MIGRATIONS[number - 1].format(**self.DIALECT).split(";"):
                     self._execute(statement)
                 if number == FOLD_PLACES_AT:
                     self._fold_places()
-                self._set_version(number)
+                self._execute(self.SET_VERSION.format(number))
         return SCHEMA_VERSION
 
     def check(self) -> str:
@@ -242,19 +183,27 @@ class Store(PeopleStore, EventStore, WebhookStore):
         taken = f"An API key named '{key['name']}' already exists."
         return self._insert_named("api_keys", key, ("name", "prefix", "key_hash", "scopes"), taken)
 
+    def insert_user(self, user: dict) -> int:
+        """Store a login (username, password_hash, scopes); a taken name is Conflict."""
+        taken = f"A user named '{user['username']}' already exists."
+        return self._insert_named("users", user, ("username", "password_hash", "scopes"), taken)
+
     def key_by_hash(self, key_hash: str) -> dict | None:
         """The unrevoked key with this hash, with its hash for a constant-time comparison."""
-        return self._execute(
-            f"SELECT {KEY_COLUMNS}, key_hash FROM api_keys"
-            " WHERE key_hash = ? AND revoked_at IS NULL",
-            (key_hash,),
-        ).fetchone()
+        sql = f"SELECT {KEY_COLUMNS}, revoked_at, key_hash FROM api_keys WHERE key_hash = ?"
+        return self._execute(sql + " AND revoked_at IS NULL", (key_hash,)).fetchone()
+
+    def user_by_name(self, username: str) -> dict | None:
+        sql = f"SELECT {USER_COLUMNS}, password_hash, token_generation FROM users"
+        return self._execute(sql + " WHERE username = ?", (username,)).fetchone()
 
     def list_keys(self) -> list[dict]:
-        return self._execute(f"SELECT {KEY_COLUMNS} FROM api_keys ORDER BY id").fetchall()
+        return self._execute(f"SELECT {KEY_COLUMNS}, revoked_at FROM api_keys ORDER BY id")
+
+    def list_users(self) -> list[dict]:
+        return self._execute(f"SELECT {USER_COLUMNS} FROM users ORDER BY id")
 
     def revoke_key(self, name: str) -> bool:
-        """Revoke a key; servers on this database refuse it from their next request."""
         sql = "UPDATE api_keys SET revoked_at = ? WHERE name = ? AND revoked_at IS NULL"
         return self._changed(sql, (now_iso(), name))
 
@@ -264,14 +213,15 @@ class Store(PeopleStore, EventStore, WebhookStore):
         return self._changed(sql, (prefix, key_hash, name))
 
     def delete_key(self, name: str) -> bool:
-        """Forget a key (revoked or not); its messages stay, with its name as their sender."""
         return self._changed("DELETE FROM api_keys WHERE name = ?", (name,))
+
+    def delete_user(self, username: str) -> bool:
+        return self._changed("DELETE FROM users WHERE username = ?", (username,))
 
     def usage(self, kind: str, ident: int) -> dict | None:
         """Stored request count and last use of a key or user."""
-        return self._execute(
-            f"SELECT request_count, last_used FROM {KINDS[kind]} WHERE id = ?", (ident,)
-        ).fetchone()
+        sql = f"SELECT request_count, last_used FROM {KINDS[kind]} WHERE id = ?"
+        return self._execute(sql, (ident,)).fetchone()
 
     def add_usage(self, counts: dict[tuple[str, int], tuple[int, str]]) -> None:
         """Add request counts and move last-used times forward, for keys and users at once."""
@@ -283,77 +233,43 @@ class Store(PeopleStore, EventStore, WebhookStore):
                     (count, last_used, ident),
                 )
 
-    def insert_user(self, user: dict) -> int:
-        """Store a login (username, password_hash, scopes); a taken name is Conflict."""
-        message = f"A user named '{user['username']}' already exists."
-        return self._insert_named("users", user, ("username", "password_hash", "scopes"), message)
-
-    def user_by_name(self, username: str) -> dict | None:
-        """A user with its password hash, disabled time and token generation."""
-        return self._execute(
-            f"SELECT {USER_COLUMNS}, password_hash, token_generation FROM users WHERE username = ?",
-            (username,),
-        ).fetchone()
-
-    def list_users(self) -> list[dict]:
-        return self._execute(f"SELECT {USER_COLUMNS} FROM users ORDER BY id").fetchall()
-
     def set_password(self, username: str, password_hash: str) -> bool:
         """A new password; tokens issued before it stop working."""
-        sql = (
-            "UPDATE users SET password_hash = ?, token_generation = token_generation + 1"
-            " WHERE username = ?"
-        )
-        return self._changed(sql, (password_hash, username))
+        sql = "UPDATE users SET password_hash = ?, token_generation = token_generation + 1"
+        return self._changed(sql + " WHERE username = ?", (password_hash, username))
 
     def set_disabled(self, username: str, disabled: bool) -> bool:
         """Disable a user (no logins; its tokens stop working at once) or enable it again."""
-        if disabled:
-            sql = (
-                "UPDATE users SET disabled_at = ?, token_generation = token_generation + 1"
-                " WHERE username = ? AND disabled_at IS NULL"
-            )
-            return self._changed(sql, (now_iso(), username))
-        sql = "UPDATE users SET disabled_at = NULL WHERE username = ? AND disabled_at IS NOT NULL"
-        return self._changed(sql, (username,))
-
-    def delete_user(self, username: str) -> bool:
-        """Forget a user; its tokens stop working at once."""
-        return self._changed("DELETE FROM users WHERE username = ?", (username,))
-
-    def claim_idempotent(self, caller: str, key: str, fingerprint: str, now: float, ttl: float):
-        """Record that a caller's key is being answered (past `ttl`, records go): None, else the
-        record there is (a rival claim waits for this transaction, then finds it)."""
-        self._execute("DELETE FROM idempotency WHERE created_at < ?", (now - ttl,))
-        if self._changed(
-            "INSERT INTO idempotency (caller, key, fingerprint, status, body, created_at)"
-            " VALUES (?, ?, ?, 0, '', ?) ON CONFLICT (caller, key) DO NOTHING",
-            (caller, key, fingerprint, now),
-        ):
-            return None
-        return self._execute(
-            "SELECT fingerprint, status, body FROM idempotency WHERE caller = ? AND key = ?",
-            (caller, key),
-        ).fetchone()
-
-    def put_idempotent(self, caller: str, key: str, status: int, body: str) -> None:
-        """The answer to a claimed key."""
-        self._execute(
-            "UPDATE idempotency SET status = ?, body = ? WHERE caller = ? AND key = ?",
-            (status, body, caller, key),
+        if not disabled:
+            sql = "UPDATE users SET disabled_at = NULL WHERE username = ?"
+            return self._changed(sql + " AND disabled_at IS NOT NULL", (username,))
+        sql = "UPDATE users SET disabled_at = ?, token_generation = token_generation + 1"
+        return self._changed(
+            sql + " WHERE username = ? AND disabled_at IS NULL", (now_iso(), username)
         )
 
-    def get_persisted(self, digest: str) -> str | None:
-        """The document stored under a hex SHA-256, if any (a read only)."""
-        sql = "SELECT document FROM persisted_queries WHERE hash = ?"
-        row = self._execute(sql, (digest,)).fetchone()
-        return row and row["document"]
+    def claim_idempotent(self, caller: str, key: str, fingerprint: str, now: float, ttl: float):
+        """None if this claims a caller's key (a rival waits for this transaction), else the
+        record there is; records older than `ttl` go."""
+        self._execute("DELETE FROM idempotency WHERE created_at < ?", (now - ttl,))
+        sql = "INSERT INTO idempotency VALUES (?, ?, ?, 0, '', ?) ON CONFLICT DO NOTHING"
+        if self._changed(sql, (caller, key, fingerprint, now)):
+            return None
+        sql = "SELECT fingerprint, status, body FROM idempotency WHERE caller = ? AND key = ?"
+        return self._execute(sql, (caller, key)).fetchone()
 
-    def put_persisted(
-        self, digest: str, document: str, owner: str = "", keep: int = 1000, per_owner: int = 100
-    ) -> None:
-        """Store a document under its SHA-256 for `owner` (a stored hash is not written again);
-        past `per_owner` documents of its owner or `keep` in all, the oldest go."""
+    def put_idempotent(self, caller: str, key: str, status: int, body: str) -> None:
+        sql = "UPDATE idempotency SET status = ?, body = ? WHERE caller = ? AND key = ?"
+        self._execute(sql, (status, body, caller, key))
+
+    def get_persisted(self, digest: str) -> str | None:
+        """The document stored under a hex SHA-256, if any."""
+        rows = self._execute("SELECT document FROM persisted_queries WHERE hash = ?", (digest,))
+        return rows[0]["document"] if rows else None
+
+    def put_persisted(self, digest, document, owner="", keep=1000, per_owner=100) -> None:
+        """Store a document under its SHA-256 for `owner` (once); past `per_owner` documents of
+        its owner or `keep` in all, the least recently used go."""
         if self.get_persisted(digest) is not None:
             return
         oldest = (
@@ -362,10 +278,8 @@ class Store(PeopleStore, EventStore, WebhookStore):
         )
         with self.transaction():
             now = now_iso()
-            self._execute(
-                "INSERT INTO persisted_queries (hash, document, created_at, owner, used_at)"
-                " VALUES (?, ?, ?, ?, ?) ON CONFLICT (hash) DO NOTHING",
-                (digest, document, now, owner, now),
-            )
+            sql = "INSERT INTO persisted_queries (hash, document, created_at, owner, used_at)"
+            sql += " VALUES (?, ?, ?, ?, ?) ON CONFLICT (hash) DO NOTHING"
+            self._execute(sql, (digest, document, now, owner, now))
             self._execute(oldest.format("owner = ? AND"), (owner, owner, per_owner))
             self._execute(oldest.format(""), (keep,))

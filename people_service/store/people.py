@@ -1,4 +1,4 @@
-"""People, friendships and messages: their columns and SQL, import, export and copies; times."""
+"""People, friendships and messages: their SQL, import, export and copies; times."""
 
 import time
 from datetime import UTC, datetime
@@ -8,8 +8,10 @@ from ..errors import Conflict, NotFound
 
 PERSON_COLUMNS = "id, name, age, email, street, city, country"
 MESSAGE_COLUMNS = "id, person_id, sender, content, created_at"
-# The tables a migration between backends copies, in an order that keeps foreign keys satisfied
+# what a copy between backends takes, in an order that keeps foreign keys satisfied
 TABLES = ("people", "friendships", "messages", "api_keys", "users", "events")
+EMAIL_TAKEN = "A person with this email already exists."
+NEWEST = "created_at DESC, id DESC"
 
 
 def iso(timestamp: float) -> str:
@@ -23,7 +25,6 @@ def now_iso() -> str:
 
 
 def insert(table: str, columns) -> str:
-    """An INSERT of one row of `columns` into `table`, with a placeholder for each."""
     return f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
 
 
@@ -33,12 +34,10 @@ def fold(text: str | None) -> str | None:
 
 
 def contains(text: str) -> str:
-    """A LIKE pattern (ESCAPE '\\') for `text` anywhere: % and _ are plain characters here."""
-    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return f"%{escaped}%"
+    """A LIKE pattern (ESCAPE '\\') for `text` anywhere."""
+    return "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
-EMAIL_TAKEN = "A person with this email already exists."
 # each filter of a people list: its condition, and its parameter from the value given
 FILTERS = {
     "name": ("name_key LIKE ? ESCAPE '\\'", lambda name: contains(fold(name))),
@@ -49,7 +48,6 @@ FILTERS = {
 }
 # the columns a write sets; each `<column>_key` is the folded <column>
 WRITTEN = PERSON_COLUMNS.split(", ")[1:] + ["name_key", "email_key", "city_key", "country_key"]
-NEWEST = "created_at DESC, id DESC"
 
 
 def _from(sender_id: str | None) -> tuple[str, tuple]:
@@ -57,45 +55,45 @@ def _from(sender_id: str | None) -> tuple[str, tuple]:
     return ("", ()) if sender_id is None else (" AND sender_id = ?", (sender_id,))
 
 
+def _values(person: dict) -> tuple:
+    return tuple(fold(person[c[:-4]]) if c.endswith("_key") else person[c] for c in WRITTEN)
+
+
 class PeopleStore:
-    # names sort case-folded in code point order (PostgreSQL's COLLATE "C", whatever the locale)
+    # names sort case-folded in code point order (PostgreSQL: COLLATE "C", whatever the locale)
     NAME_ORDER = "name_key"
 
+    def _count(self, sql: str, params=()) -> int:
+        return self._execute(f"SELECT count(*) AS n FROM {sql}", params)[0]["n"]
+
     def is_empty(self) -> bool:
-        """True when the database holds neither people nor API keys."""
-        row = self._execute(
-            "SELECT (SELECT count(*) FROM people) + (SELECT count(*) FROM api_keys) AS n"
-        ).fetchone()
-        return row["n"] == 0
+        """Whether the database holds neither people nor API keys."""
+        return not self._execute("SELECT 1 FROM people UNION ALL SELECT 1 FROM api_keys LIMIT 1")
 
     def _where(self, filters: dict | None) -> tuple[str, list]:
-        given = {key: value for key, value in (filters or {}).items() if value is not None}
-        clauses = [FILTERS[key][0] for key in FILTERS if key in given]
-        params = [FILTERS[key][1](given[key]) for key in FILTERS if key in given]
-        return (" WHERE " + " AND ".join(clauses) if clauses else ""), params
-
-    def _order(self, sort) -> str:
-        columns = {"id": "id", "name": self.NAME_ORDER, "age": "age"}
-        terms = []
-        for key, descending in sort:
-            term = f"{columns[key]} {'DESC' if descending else 'ASC'}"
-            terms.append(term + " NULLS LAST" if key == "age" else term)
-            if key == "id":
-                return ", ".join(terms)  # ids are unique: nothing after them can matter
-        return ", ".join([*terms, "id"])
+        given = [(key, (filters or {}).get(key)) for key in FILTERS]
+        given = [(key, value) for key, value in given if value is not None]
+        clauses = " AND ".join(FILTERS[key][0] for key, _ in given)
+        return (f" WHERE {clauses}" if given else ""), [FILTERS[k][1](v) for k, v in given]
 
     def count_people(self, filters: dict | None = None) -> int:
         """How many people match `filters` (name, city, country, min_age, max_age)."""
         where, params = self._where(filters)
-        return self._execute(f"SELECT count(*) AS n FROM people{where}", params).fetchone()["n"]
+        return self._count(f"people{where}", params)
 
-    def list_people(
-        self, filters: dict | None, limit: int, offset: int, sort=(), columns="id, name"
-    ) -> list[dict]:
+    def list_people(self, filters, limit: int, offset: int, sort=(), columns="id, name"):
         """People matching `filters`, by `sort` ((key, descending) pairs; ties by id)."""
         where, params = self._where(filters)
-        sql = f"SELECT {columns} FROM people{where} ORDER BY {self._order(sort)} LIMIT ? OFFSET ?"
-        return self._execute(sql, (*params, limit, offset)).fetchall()
+        names, terms = {"id": "id", "name": self.NAME_ORDER, "age": "age"}, []
+        for key, descending in sort:
+            terms.append(f"{names[key]} {'DESC' if descending else 'ASC'}")
+            terms[-1] += " NULLS LAST" if key == "age" else ""
+            if key == "id":
+                break  # ids are unique: nothing after them can matter
+        else:
+            terms.append("id")
+        sql = f"SELECT {columns} FROM people{where} ORDER BY {', '.join(terms)} LIMIT ? OFFSET ?"
+        return self._execute(sql, (*params, limit, offset))
 
     list_people_details = partialmethod(list_people, columns=PERSON_COLUMNS)
 
@@ -105,7 +103,7 @@ class PeopleStore:
         return self._execute(sql, (person_id,)).fetchone()
 
     def get_people(self, person_ids: list[int]) -> list[dict]:
-        """The people with these ids, in one statement (unknown ids are left out)."""
+        """The people with these ids (unknown ids are left out)."""
         if not person_ids:
             return []
         where, ids = self._in_ids("id", person_ids)
@@ -116,77 +114,53 @@ class PeopleStore:
         sql = f"SELECT {PERSON_COLUMNS} FROM people WHERE name_key = ? ORDER BY id LIMIT 1"
         return self._execute(sql, (fold(name),)).fetchone()
 
-    @staticmethod
-    def _person_values(person: dict) -> tuple:
-        return tuple(
-            fold(person[column[:-4]]) if column.endswith("_key") else person[column]
-            for column in WRITTEN
-        )
-
     def _fold_places(self) -> None:
         # a migration: Python's case folding, as every write computes it (no SQL dialect can)
-        rows = self._execute(
-            "SELECT id, city, country FROM people WHERE city IS NOT NULL OR country IS NOT NULL"
-        ).fetchall()
-        self._executemany(
-            "UPDATE people SET city_key = ?, country_key = ? WHERE id = ?",
-            [(fold(row["city"]), fold(row["country"]), row["id"]) for row in rows],
-        )
+        sql = "SELECT id, city, country FROM people WHERE city IS NOT NULL OR country IS NOT NULL"
+        keys = [(fold(row["city"]), fold(row["country"]), row["id"]) for row in self._execute(sql)]
+        self._executemany("UPDATE people SET city_key = ?, country_key = ? WHERE id = ?", keys)
 
     def insert_person(self, person: dict) -> int:
-        """Insert a person (columns as in get_person, without id); returns the new id."""
-        now = now_iso()
+        """Insert a person (columns as in get_person, without id); returns its id."""
+        now, columns = now_iso(), [*WRITTEN, "created_at", "updated_at"]
         try:
-            columns = [*WRITTEN, "created_at", "updated_at"]
-            return self._insert(insert("people", columns), (*self._person_values(person), now, now))
+            return self._insert(insert("people", columns), (*_values(person), now, now))
         except Conflict:  # the one constraint a new row can break
             raise Conflict(EMAIL_TAKEN) from None
 
     def update_person(self, person_id: int, person: dict) -> None:
         """Replace every column of a person."""
         columns = "".join(f"{column} = ?, " for column in WRITTEN)
+        sql = f"UPDATE people SET {columns}updated_at = ? WHERE id = ?"
         try:
-            changed = self._changed(
-                f"UPDATE people SET {columns}updated_at = ? WHERE id = ?",
-                (*self._person_values(person), now_iso(), person_id),
-            )
+            changed = self._changed(sql, (*_values(person), now_iso(), person_id))
         except Conflict:
             raise Conflict(EMAIL_TAKEN) from None
         if not changed:
             raise NotFound(f"No person with id '{person_id}'.")
 
     def delete_person(self, person_id: int) -> bool:
-        """Delete a person; friendships and messages go with it (ON DELETE CASCADE)."""
         return self._changed("DELETE FROM people WHERE id = ?", (person_id,))
 
     def add_friendship(self, person_id: int, friend_id: int) -> bool:
-        """Make two people friends both ways; already being friends is fine. Whether they
-        became friends now."""
-        return self._changed(
-            "INSERT INTO friendships (person_id, friend_id) VALUES (?, ?), (?, ?)"
-            " ON CONFLICT DO NOTHING",
-            (person_id, friend_id, friend_id, person_id),
-        )
+        """Make two people friends both ways; whether they became friends now."""
+        sql = "INSERT INTO friendships VALUES (?, ?), (?, ?) ON CONFLICT DO NOTHING"
+        return self._changed(sql, (person_id, friend_id, friend_id, person_id))
 
     def remove_friendship(self, person_id: int, friend_id: int) -> bool:
         """End a friendship both ways; whether there was one."""
-        return self._changed(
-            "DELETE FROM friendships WHERE (person_id = ? AND friend_id = ?)"
-            " OR (person_id = ? AND friend_id = ?)",
-            (person_id, friend_id, friend_id, person_id),
-        )
+        sql = "DELETE FROM friendships WHERE (person_id = ? AND friend_id = ?) OR"
+        sql += " (person_id = ? AND friend_id = ?)"
+        return self._changed(sql, (person_id, friend_id, friend_id, person_id))
 
     def count_friends(self, person_id: int) -> int:
-        sql = "SELECT count(*) AS n FROM friendships WHERE person_id = ?"
-        return self._execute(sql, (person_id,)).fetchone()["n"]
+        return self._count("friendships WHERE person_id = ?", (person_id,))
 
     def list_friends(self, person_id: int, limit: int, offset: int) -> list[dict]:
         """A page of a person's friends by id: id and name only."""
-        return self._execute(
-            "SELECT p.id, p.name FROM friendships f JOIN people p ON p.id = f.friend_id"
-            " WHERE f.person_id = ? ORDER BY f.friend_id LIMIT ? OFFSET ?",
-            (person_id, limit, offset),
-        ).fetchall()
+        sql = "SELECT p.id, p.name FROM friendships f JOIN people p ON p.id = f.friend_id"
+        sql += " WHERE f.person_id = ? ORDER BY f.friend_id LIMIT ? OFFSET ?"
+        return self._execute(sql, (person_id, limit, offset))
 
     def friends_of(self, person_ids: list[int], limit: int) -> dict[int, list[dict]]:
         """The first `limit` friends (by id) of each person, in one statement."""
@@ -228,20 +202,14 @@ class PeopleStore:
         sql = f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE id = ?{condition}"
         return self._execute(sql, (message_id, *params)).fetchone()
 
-    def list_messages(
-        self, person_id: int, sender_id: str | None, limit: int, offset: int
-    ) -> list[dict]:
+    def list_messages(self, person_id: int, sender_id, limit: int, offset: int) -> list[dict]:
         """Messages to a person (from `sender_id` unless None), newest first."""
         condition, params = _from(sender_id)
-        return self._execute(
-            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE person_id = ?{condition}"
-            f" ORDER BY {NEWEST} LIMIT ? OFFSET ?",
-            (person_id, *params, limit, offset),
-        ).fetchall()
+        sql = f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE person_id = ?{condition}"
+        sql += f" ORDER BY {NEWEST} LIMIT ? OFFSET ?"
+        return self._execute(sql, (person_id, *params, limit, offset))
 
-    def messages_of(
-        self, person_ids: list[int], sender_id: str | None, limit: int
-    ) -> dict[int, list[dict]]:
+    def messages_of(self, person_ids: list[int], sender_id, limit: int) -> dict[int, list[dict]]:
         """The newest `limit` messages to each person (from `sender_id` unless None)."""
         where = _from(sender_id)
         return self._firsts(person_ids, limit, MESSAGE_COLUMNS, "messages", NEWEST, where)
@@ -253,16 +221,13 @@ class PeopleStore:
         if taken:
             raise Conflict(f"A person with id '{taken['id']}' already exists.")
         now = now_iso()
-        rows = [(person["id"], *self._person_values(person), now, now) for person in people]
+        rows = [(person["id"], *_values(person), now, now) for person in people]
         try:
             self._executemany(insert("people", ["id", *WRITTEN, "created_at", "updated_at"]), rows)
         except Conflict:
             raise Conflict("Two people share an email (or one already exists).") from None
-        pairs = {pair for a, b in friendships for pair in ((a, b), (b, a))}
-        self._executemany(
-            "INSERT INTO friendships (person_id, friend_id) VALUES (?, ?) ON CONFLICT DO NOTHING",
-            sorted(pairs),
-        )
+        pairs = sorted({pair for a, b in friendships for pair in ((a, b), (b, a))})
+        self._executemany("INSERT INTO friendships VALUES (?, ?) ON CONFLICT DO NOTHING", pairs)
         self._ids_taken()
 
     def _ids_taken(self) -> None:
@@ -270,16 +235,14 @@ class PeopleStore:
 
     def export_people(self) -> tuple[list[dict], list[tuple[int, int]]]:
         """Every person (all columns of the details) and every friendship pair once."""
-        people = self._execute(f"SELECT {PERSON_COLUMNS} FROM people ORDER BY id").fetchall()
-        pairs = self._execute(
-            "SELECT person_id, friend_id FROM friendships WHERE person_id < friend_id"
-            " ORDER BY person_id, friend_id"
-        ).fetchall()
+        people = self._execute(f"SELECT {PERSON_COLUMNS} FROM people ORDER BY id")
+        sql = "SELECT person_id, friend_id FROM friendships WHERE person_id < friend_id"
+        pairs = self._execute(sql + " ORDER BY person_id, friend_id")
         return people, [(row["person_id"], row["friend_id"]) for row in pairs]
 
     def dump(self) -> dict[str, list[dict]]:
-        """Every row of every table a migration copies."""
-        return {table: self._execute(f"SELECT * FROM {table}").fetchall() for table in TABLES}
+        """Every row of every table a copy between backends takes."""
+        return {table: self._execute(f"SELECT * FROM {table}") for table in TABLES}
 
     def load(self, tables: dict[str, list[dict]]) -> dict[str, int]:
         """Copy dumped rows into this (empty) database in one transaction; returns counts."""
@@ -291,7 +254,4 @@ class PeopleStore:
                 rows = [tuple(row[name] for name in names) for row in tables[table]]
                 self._executemany(insert(table, names), rows)
             self._ids_taken()
-            return {
-                table: self._execute(f"SELECT count(*) AS n FROM {table}").fetchone()["n"]
-                for table in TABLES
-            }
+            return {table: self._count(table) for table in TABLES}

@@ -7,27 +7,24 @@ import threading
 from contextlib import contextmanager, nullcontext
 
 import psycopg
-from psycopg import errors as pg_errors
+from psycopg import errors as pg
 from psycopg_pool import ConnectionPool
 
 from ..errors import Busy, Conflict, ServiceError, StorageFull, Unavailable
 from .base import READ_ONLY, Store
 
-IDENTITY_TABLES = ("people", "messages", "api_keys", "users", "events")
-# the domain error for each kind of driver error, the first that matches
+# the domain error of each kind of driver error, the first that matches
 ERRORS = (
-    (pg_errors.IntegrityError, Conflict),
-    (pg_errors.DiskFull, StorageFull),
-    (
-        (pg_errors.ReadOnlySqlTransaction, pg_errors.InsufficientPrivilege),
-        lambda: Unavailable(READ_ONLY),
-    ),
-    # a deadlock or serialization failure: the retry succeeds
-    ((pg_errors.LockNotAvailable, pg_errors.TransactionRollback), Busy),
+    (pg.IntegrityError, Conflict),
+    (pg.DiskFull, StorageFull),
+    ((pg.ReadOnlySqlTransaction, pg.InsufficientPrivilege), lambda: Unavailable(READ_ONLY)),
+    ((pg.LockNotAvailable, pg.TransactionRollback), Busy),  # deadlock, serialization: retry
     (psycopg.OperationalError, Unavailable),
 )
-# A quoted literal or identifier (kept, with its % doubled), or a `?` or `%` outside of one.
-_TOKEN = re.compile(r"""('(?:[^']|'')*'|"(?:[^"]|"")*")|\?|%""")
+
+
+# a quoted literal or identifier (kept, with its % doubled), or a `?` or `%` outside of one
+TOKEN = re.compile(r"""('(?:[^']|'')*'|"(?:[^"]|"")*")|\?|%""")
 
 
 @functools.lru_cache(maxsize=1024)
@@ -39,12 +36,12 @@ def placeholders(sql: str) -> str:
             return match.group(1).replace("%", "%%")
         return "%s" if match.group() == "?" else "%%"
 
-    return _TOKEN.sub(swap, sql)
+    return TOKEN.sub(swap, sql)
 
 
 class PostgresStore(Store):
     """The store in PostgreSQL, shared by several processes or machines: a write that depends
-    on what it read locks those rows (FOR UPDATE), and uniqueness is the constraints' job."""
+    on what it read locks those rows (FOR UPDATE)."""
 
     GREATEST = "greatest"
     ORDER_EVENTS = "SELECT pg_advisory_xact_lock(?)"
@@ -64,6 +61,13 @@ class PostgresStore(Store):
         "v3_orders": ";\nCREATE INDEX people_age_desc ON people (age DESC NULLS LAST, id);\n"
         'CREATE INDEX people_name_order ON people (name_key COLLATE "C", id)',
     }
+    # a lock held for the migration serializes instances that start at once
+    SCHEMA_LOCK = (
+        "SELECT pg_advisory_xact_lock(hashtext(current_schema()))",
+        "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)",
+    )
+    VERSION = "SELECT coalesce(max(version), 0) AS user_version FROM schema_version"
+    SET_VERSION = "INSERT INTO schema_version (version) VALUES ({})"
 
     def __init__(self, url: str):
         self.url, self._pool = url, None
@@ -75,16 +79,11 @@ class PostgresStore(Store):
         """The pool, opened on first use (a later use after close() opens another)."""
         with self._opening:
             if self._pool is None:
+                kwargs = {"autocommit": True, "connect_timeout": 5}
                 self._pool = ConnectionPool(
-                    self.url,
-                    min_size=1,
-                    max_size=20,
-                    timeout=5.0,
-                    kwargs={"autocommit": True, "connect_timeout": 5},
-                    open=False,
+                    self.url, min_size=1, max_size=20, timeout=5.0, kwargs=kwargs, open=False
                 )
-                # ready before first use: no worker of its own holds it while it fills
-                self._pool.open(wait=True, timeout=10)
+                self._pool.open(wait=True, timeout=10)  # ready before first use
             return self._pool
 
     @staticmethod
@@ -123,21 +122,8 @@ class PostgresStore(Store):
         if pool is not None:
             pool.close()
 
-    def _current_version(self) -> int:
-        return self._execute("SELECT max(version) AS v FROM schema_version").fetchone()["v"] or 0
-
-    def _schema_version(self) -> int:
-        # a lock held for the migration serializes instances that start at once
-        self._execute("SELECT pg_advisory_xact_lock(hashtext(current_schema()))")
-        self._execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
-        row = self._execute("SELECT max(version) AS version FROM schema_version").fetchone()
-        return row["version"] or 0
-
-    def _set_version(self, number: int) -> None:
-        self._execute("INSERT INTO schema_version (version) VALUES (?)", (number,))
-
     def _ids_taken(self) -> None:
-        for table in IDENTITY_TABLES:
+        for table in ("people", "messages", "api_keys", "users", "events"):
             self._execute(
                 f"SELECT setval(pg_get_serial_sequence('{table}', 'id'),"
                 f" coalesce(max(id), 0) + 1, false) FROM {table}"
@@ -145,9 +131,6 @@ class PostgresStore(Store):
 
     def stored_secret(self) -> str:
         """The signing secret, kept in the database so that every instance shares it."""
-        self._execute(
-            "INSERT INTO settings (name, value) VALUES ('secret_key', ?) ON CONFLICT DO NOTHING",
-            (secrets.token_urlsafe(48),),
-        )
-        row = self._execute("SELECT value FROM settings WHERE name = 'secret_key'").fetchone()
-        return row["value"]
+        sql = "INSERT INTO settings VALUES ('secret_key', ?) ON CONFLICT DO NOTHING"
+        self._execute(sql, (secrets.token_urlsafe(48),))
+        return self._execute("SELECT value FROM settings WHERE name = 'secret_key'")[0]["value"]

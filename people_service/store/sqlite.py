@@ -5,8 +5,8 @@ import os
 import secrets
 import sqlite3
 import stat
+import tempfile
 import threading
-import weakref
 from contextlib import contextmanager, nullcontext, suppress
 from pathlib import Path
 
@@ -16,7 +16,7 @@ from ..errors import Busy, Conflict, ServiceError, StorageFull, Unavailable
 from .base import READ_ONLY, Store
 
 UNREACHABLE = "The database file cannot be read or written."
-# the domain error for each primary result code; others (a syntax error) stay internal (500)
+# the domain error of each primary result code; others (a syntax error) stay internal (500)
 ERRORS = {
     sqlite3.SQLITE_CONSTRAINT: Conflict,
     sqlite3.SQLITE_BUSY: Busy,
@@ -29,8 +29,8 @@ ERRORS = {
 
 
 class _Held:
-    """A thread's connection, closed when the thread's locals go: a sqlite3 connection sits in
-    a reference cycle, so freed unclosed it would keep its file descriptors until a collection."""
+    """Closes a thread's connection when the thread's locals go (a sqlite3 connection is in a
+    reference cycle: freed unclosed, it keeps its file descriptors until a collection)."""
 
     def __init__(self, db):
         self.db = db
@@ -40,30 +40,28 @@ class _Held:
 
 
 class ThreadConnections:
-    """One connection per thread, opened by `connect` on first use; each closes when its thread
-    ends, and every one at close() (a later use opens another)."""
+    """A connection per thread, from `connect`; each closes when its thread ends, and all at
+    close() (as the old thread-locals go; a later use opens another)."""
 
     def __init__(self, connect):
         self.connect, self.local = connect, threading.local()
-        self._open, self._lock = weakref.WeakSet(), threading.Lock()
 
     def get(self):
         held = getattr(self.local, "held", None)
         if held is None:
             held = self.local.held = _Held(self.connect())
-            with self._lock:
-                self._open.add(held)
         return held.db
 
     def close(self) -> None:
-        with self._lock:
-            opened, self._open, self.local = list(self._open), weakref.WeakSet(), threading.local()
-        for held in opened:
-            held.db.close()
+        self.local = threading.local()
 
 
-def file_uri(path: str, mode: str) -> str:
-    return Path(os.path.abspath(path)).as_uri() + f"?mode={mode}"
+def connect(path: str, timeout: float, mode: str = "rw") -> sqlite3.Connection:
+    """An autocommit connection any thread may close; mode=rw: a vanished file is an error."""
+    uri = Path(os.path.abspath(path)).as_uri() + f"?mode={mode}"
+    return sqlite3.connect(
+        uri, uri=True, timeout=timeout, isolation_level=None, check_same_thread=False
+    )
 
 
 class SQLiteStore(Store):
@@ -82,24 +80,20 @@ class SQLiteStore(Store):
     WRITE, READ = "BEGIN IMMEDIATE", "BEGIN"  # a snapshot: a deferred transaction, under WAL
 
     def __init__(self, path: str, *, busy_timeout: float = 5.0):
-        self.path = str(path)
-        self.busy_timeout = busy_timeout
+        self.path, self.busy_timeout = str(path), busy_timeout
         self._threads = ThreadConnections(self._connect)
-        # this process's writers take turns here rather than in SQLite's busy handler, whose
-        # growing sleeps (up to 100 ms each) made the slowest writes wait
+        # writers take turns here rather than in SQLite's busy handler, with its long sleeps
         self._writer = threading.Lock()
 
     @staticmethod
     def translate(error: sqlite3.Error) -> ServiceError:
-        code = getattr(error, "sqlite_errorcode", None)
-        return ERRORS.get(None if code is None else code & 0xFF, ServiceError)()
+        return ERRORS.get((getattr(error, "sqlite_errorcode", None) or 0) & 0xFF, ServiceError)()
 
     @staticmethod
     def _in_ids(column: str, ids: list[int]) -> tuple[str, str]:
         return f"{column} IN (SELECT value FROM json_each(?))", json.dumps(ids)
 
     def _db(self) -> sqlite_utils.Database:
-        """This thread's connection."""
         with self._translated():
             return self._threads.get()
 
@@ -108,56 +102,49 @@ class SQLiteStore(Store):
 
     def _insert(self, sql: str, params=()) -> int:
         # not RETURNING: its row comes back before the commit, stalling other writers (see docs/)
-        with self._translated(), self._connection() as conn:
-            return conn.execute(sql, params).lastrowid
+        with self._translated():
+            return self._db().conn.execute(sql, params).lastrowid
 
     def _connect(self) -> sqlite_utils.Database:
-        # mode=rw: a database file that vanished is an error, not a new empty one; the timeout
-        # is SQLite's busy timeout; BEGIN and COMMIT are ours; close() closes every thread's
-        uri = file_uri(self.path, "rw")
-        conn = sqlite3.connect(
-            uri, uri=True, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False
-        )
+        conn = connect(self.path, self.busy_timeout)
         conn.execute("PRAGMA foreign_keys = ON")
         conn.execute("PRAGMA synchronous = FULL")  # WAL + FULL survives power loss too
         return sqlite_utils.Database(conn)
 
+    def _in_transaction(self) -> bool:
+        held = getattr(self._threads.local, "held", None)
+        return held is not None and held.db.conn.in_transaction
+
     def _writable(self) -> None:
-        # open connections could still write through their descriptors to a file now read-only
-        # or gone: refuse (one access() a write transaction)
-        if not getattr(self._threads.local, "busy", False) and not os.access(self.path, os.W_OK):
+        # open connections could still write to a file now read-only or gone
+        if not self._in_transaction() and not os.access(self.path, os.W_OK):
             raise Unavailable(READ_ONLY if os.path.exists(self.path) else UNREACHABLE)
 
     @contextmanager
     def _transaction(self, begin: str):
-        local = self._threads.local
-        if getattr(local, "busy", False):  # nested: part of the outer one
+        if self._in_transaction():  # nested: part of the outer one
             yield
             return
-        writer = self._writer if begin == self.WRITE else None
-        if writer is not None and not writer.acquire(timeout=self.busy_timeout):
+        writing = begin == self.WRITE
+        if writing and not self._writer.acquire(timeout=self.busy_timeout):
             raise Busy()
         db = None
         try:
             with self._translated():
-                if writer is not None:
+                if writing:
                     self._writable()
                 db = self._db()
                 db.execute(begin)
-            local.busy = True
             yield
-            local.busy = False
             with self._translated():
                 db.execute("COMMIT")
         finally:
-            local.busy = False
             if db is not None:
                 db.rollback()  # when the block or the COMMIT failed (else nothing to undo)
-            if writer is not None:
-                writer.release()
+            if writing:
+                self._writer.release()
 
     def close(self) -> None:
-        """Close every thread's connection (a later use opens another)."""
         self._threads.close()
 
     def upgrade_schema(self) -> int:
@@ -167,15 +154,6 @@ class SQLiteStore(Store):
             os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         self._threads.get().enable_wal()  # the driver's own error names what is wrong
         return super().upgrade_schema()
-
-    def _current_version(self) -> int:
-        return self._schema_version()
-
-    def _schema_version(self) -> int:
-        return self._execute("PRAGMA user_version").fetchone()["user_version"]
-
-    def _set_version(self, number: int) -> None:
-        self._execute(f"PRAGMA user_version = {number}")
 
     def check(self) -> str:
         """'ok', or what is wrong with the database: 'missing', 'read-only' or 'unreadable'."""
@@ -196,9 +174,8 @@ class SQLiteStore(Store):
         except FileNotFoundError:
             # written aside, then linked into place: a second process starting at the same
             # moment either links first or reads the whole secret, never an empty file
-            draft = f"{path}.{secrets.token_hex(8)}.tmp"
-            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
-            with os.fdopen(os.open(draft, flags, 0o600), "w", encoding="ascii") as file:
+            fd, draft = tempfile.mkstemp(".tmp", "secret.key.", os.path.dirname(path))  # 0600
+            with os.fdopen(fd, "w", encoding="ascii") as file:
                 file.write(secrets.token_urlsafe(48) + "\n")
             try:
                 with suppress(FileExistsError):
