@@ -1,7 +1,6 @@
 """Webhook delivery: a thread per process claims due deliveries as senders come free; each
 attempt is signed, posted and recorded as it ends."""
 
-import functools
 import http.client
 import json
 import logging
@@ -13,24 +12,18 @@ import uuid
 from collections import Counter as Tally
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
-from urllib.parse import SplitResult
 
 from prometheus_client import Counter, Gauge
 from standardwebhooks.webhooks import Webhook
 
 from .config import retry_schedule
-from .errors import ServiceError
 from .store.events import event_out
 from .webhooks import target
 
 log = logging.getLogger("people_service.delivery")
-
-SENDERS = 32  # attempts one process sends at once
-PER_RECEIVER = 4  # attempts one process sends to one webhook at once; the rest wait, unspent
-PRUNE_SECONDS = 3600  # how often a worker removes what retention no longer keeps
-PAUSE_SECONDS = 5  # how long a worker waits for a database that did not answer
+SENDERS, PER_RECEIVER = 32, 4  # attempts at once: in all, and to one webhook (the rest wait)
+PRUNE_SECONDS, PAUSE_SECONDS = 3600, 5  # retention's period; a failed round's pause
 OUTCOMES = {"succeeded": "succeeded", "pending": "retrying", "failed": "failed"}  # metric labels
-
 DELIVERIES = Counter(
     "people_service_webhook_deliveries_total",
     "Webhook delivery attempts, by outcome (succeeded, retrying, failed).",
@@ -48,15 +41,13 @@ OLDEST = Gauge(
 )
 
 
-def post(url: SplitResult, address: str, body: bytes, headers: dict, timeout: float, tls) -> int:
-    """POST `body` to `url` at its checked `address` (TLS verified for the URL's host); the
-    answer's status. Follows nothing; raises OSError or http.client.HTTPException."""
+def post(url, address: str, body: bytes, headers: dict, timeout: float, tls) -> int:
+    """POST to `url` at its checked `address` (TLS verified for the URL's host); the status."""
     port = url.port or (443 if url.scheme == "https" else 80)
-    sock = socket.create_connection((address, port), timeout=timeout)
-    if url.scheme == "https":
-        sock = tls.wrap_socket(sock, server_hostname=url.hostname)
     conn = http.client.HTTPConnection(url.hostname, port, timeout=timeout)
-    conn.sock = sock  # connected to the address checked: no second resolution
+    conn.sock = socket.create_connection((address, port), timeout=timeout)  # no 2nd resolution
+    if url.scheme == "https":
+        conn.sock = tls.wrap_socket(conn.sock, server_hostname=url.hostname)
     try:
         path = (url.path or "/") + (f"?{url.query}" if url.query else "")
         conn.request("POST", path, body, {"Host": url.netloc, **headers})
@@ -73,19 +64,12 @@ class Deliverer:
         self.config, self.store, self.clock = config, store, clock
         self.timeout = config["WEBHOOK_TIMEOUT"]
         self.schedule = retry_schedule(config["WEBHOOK_RETRY_SCHEDULE"])
-        # a claim outlives its attempt, yet ends soon after: a dead process's work goes on
-        self.lease = self.timeout + min(15, self.timeout + 2)
-        self.changed = threading.Condition()
-        self.flight: Tally = Tally()  # attempts under way, by webhook
+        self.lease = self.timeout + min(15, self.timeout + 2)  # a dead process's claims end soon
+        self.changed, self.flight = threading.Condition(), Tally()  # attempts under way, by webhook
         self.woken = self.closing = False
-        self.due: float | None = None  # when a delivery falls due next, as far as known
-        self.pruned_at = 0.0
-        self.thread: threading.Thread | None = None
+        self.due, self.pruned_at, self.thread = None, 0.0, None  # due: the next known due time
         self.senders = ThreadPoolExecutor(SENDERS, thread_name_prefix="webhook")
-
-    @functools.cached_property
-    def tls(self) -> ssl.SSLContext:
-        return ssl.create_default_context()
+        self.tls = ssl.create_default_context()
 
     def start(self) -> "Deliverer":
         self.thread = threading.Thread(target=self.run, name="webhook-delivery", daemon=True)
@@ -93,7 +77,6 @@ class Deliverer:
         return self
 
     def wake(self) -> None:
-        """A commit happened in this process: look for due deliveries now."""
         with self.changed:
             self.woken = True
             self.changed.notify_all()
@@ -112,24 +95,23 @@ class Deliverer:
 
     def run(self) -> None:
         paused = None
-        while self._next():
+        while self._wait():
             try:
-                self.round()
+                self._round()
                 paused = None
-            except ServiceError as exc:  # the database cannot answer now: said once
-                if paused != exc.detail:
-                    log.warning("webhook delivery waits for the database: %s", exc.detail)
-                paused, self.due = exc.detail, self.clock() + PAUSE_SECONDS
-            except Exception:  # a bug: look again later
-                log.exception("webhook delivery failed; retrying")
-                self.due = self.clock() + PAUSE_SECONDS
+            except Exception as exc:
+                detail = getattr(exc, "detail", None)  # a ServiceError: the database cannot answer
+                if detail is None:
+                    log.exception("webhook delivery failed; retrying")
+                elif detail != paused:  # said once
+                    log.warning("webhook delivery waits for the database: %s", detail)
+                paused, self.due = detail, self.clock() + PAUSE_SECONDS
 
-    def _next(self) -> bool:
-        """Wait until a sender is free and work may be due; False once closing."""
+    def _wait(self) -> bool:
+        """Until a sender is free and work may be due; False once closing."""
         with self.changed:
             while not self.closing:
-                free = self.flight.total() < SENDERS
-                now = self.clock()
+                free, now = self.flight.total() < SENDERS, self.clock()
                 when = min(self.due or now + PRUNE_SECONDS, self.pruned_at + PRUNE_SECONDS)
                 if free and (self.woken or when <= now):
                     self.woken = False
@@ -137,16 +119,18 @@ class Deliverer:
                 self.changed.wait(when - now if free else None)
             return False
 
-    def round(self) -> None:
+    def _capped(self) -> list:
+        return [hook for hook, count in self.flight.items() if count >= PER_RECEIVER]
+
+    def _round(self) -> None:
         """Claim as many due deliveries as there are free senders, hand each to one, and learn
         when the next falls due."""
         now = self.clock()
         if now - self.pruned_at >= PRUNE_SECONDS:
+            self.pruned_at = now  # tried: again in an hour, whatever happens
             self.prune(now)
         with self.changed:
-            capped = [hook for hook, count in self.flight.items() if count >= PER_RECEIVER]
-            free = SENDERS - self.flight.total()
-            self.due = None  # what senders record from now on counts (see send)
+            capped, free, self.due = self._capped(), SENDERS - self.flight.total(), None
         due = self.store.next_delivery_at(capped)  # the cheap look first: a read
         if due is not None and due <= now:
             token, extra = uuid.uuid4().hex, []
@@ -158,44 +142,39 @@ class Deliverer:
                         extra.append(row)
                     else:
                         self.flight[hook] += 1
-                        self.senders.submit(self.send, row, token)
-                capped = [hook for hook, count in self.flight.items() if count >= PER_RECEIVER]
+                        self.senders.submit(self._send, row, token)
+                capped = self._capped()
             if extra:  # back as they were, unspent: their webhook's turn comes when one ends
                 self.store.release_deliveries(token, extra)
             due = now if len(claimed) == free else self.store.next_delivery_at(capped)
-        with self.changed:
+        with self.changed:  # senders may have set an earlier one meanwhile
             self.due = min((x for x in (due, self.due) if x is not None), default=None)
 
-    def send(self, row: dict, token: str) -> None:
+    def _send(self, row: dict, token: str) -> None:
         """Send one claimed delivery and record its outcome (a sender's work)."""
-        outcome = None
+        hook, out = row["webhook_id"], None
         try:
-            outcome = self.attempt(row)
-            self.store.record_delivery(token, outcome, self.clock())
-            DELIVERIES.labels(OUTCOMES[outcome["status"]]).inc()
-            if outcome["status"] == "failed":
+            out = self.attempt(row)
+            self.store.record_delivery(token, out, self.clock())
+            DELIVERIES.labels(OUTCOMES[out["status"]]).inc()
+            if out["status"] == "failed":
                 log.warning(
                     "webhook %s gave up on event %s after %s attempts: %s",
-                    row["webhook_id"],
+                    hook,
                     row["id"],
-                    outcome["attempts"],
-                    outcome["error"],
+                    out["attempts"],
+                    out["error"],
                 )
         except Exception:  # not recorded: sent again when its claim ends
-            log.exception("webhook %s: event %s not recorded", row["webhook_id"], row["id"])
-            outcome = None
-        finally:
-            with self.changed:
-                hook = row["webhook_id"]
-                if outcome is None or self.flight[hook] >= PER_RECEIVER:
-                    self.woken = True  # its waiting deliveries may go now
-                self.flight[hook] -= 1
-                if not self.flight[hook]:
-                    del self.flight[hook]
-                if outcome is not None and outcome["status"] == "pending":
-                    retry = outcome["next_attempt_at"]
-                    self.due = retry if self.due is None else min(self.due, retry)
-                self.changed.notify_all()
+            log.exception("webhook %s: event %s not recorded", hook, row["id"])
+            out = None
+        with self.changed:
+            self.woken |= out is None or self.flight[hook] >= PER_RECEIVER  # its waiting ones go
+            self.flight[hook] -= 1
+            self.flight = +self.flight
+            if out is not None and out["status"] == "pending":
+                self.due = min(self.due or out["next_attempt_at"], out["next_attempt_at"])
+            self.changed.notify_all()
 
     def attempt(self, row: dict) -> dict:
         """Send one claimed delivery; what to record of it."""
@@ -225,23 +204,21 @@ class Deliverer:
         except (OSError, http.client.HTTPException) as exc:  # ssl.SSLError, timeouts too
             error = (str(exc) or type(exc).__name__)[:200]
         attempts, now = row["attempts"] + 1, self.clock()
-        outcome = {**row, "attempts": attempts, "status_code": status_code, "error": error}
-        if error is None:
-            return {**outcome, "status": "succeeded", "next_attempt_at": now}
-        if attempts > len(self.schedule):
-            return {**outcome, "status": "failed", "next_attempt_at": now}
-        later = now + self.schedule[attempts - 1]
-        return {**outcome, "status": "pending", "next_attempt_at": later}
+        status = "succeeded" if error is None else "pending"
+        if error and attempts > len(self.schedule):
+            status = "failed"
+        later = now + self.schedule[attempts - 1] if status == "pending" else now
+        out = {"attempts": attempts, "status_code": status_code, "error": error}
+        return {**row, **out, "status": status, "next_attempt_at": later}
 
     def prune(self, now: float) -> None:
         """Retention: events and finished deliveries older than EVENT_RETENTION_DAYS go."""
-        self.pruned_at = now  # tried: again in an hour, whatever happens
         self.store.prune_events(now - self.config["EVENT_RETENTION_DAYS"] * 86_400)
 
 
 def observe(store) -> None:
     """Set the backlog gauges from the database, for a scrape of /metrics."""
     backlog = store.delivery_backlog()
-    PENDING.set(backlog["pending"])
     oldest = backlog["oldest"] and datetime.fromisoformat(backlog["oldest"]).timestamp()
+    PENDING.set(backlog["pending"])
     OLDEST.set(max(0.0, time.time() - oldest) if oldest else 0)
