@@ -4,6 +4,7 @@ attempt is signed, posted and recorded as it ends."""
 import http.client
 import json
 import logging
+import math
 import socket
 import ssl
 import threading
@@ -24,36 +25,10 @@ log = logging.getLogger("people_service.delivery")
 SENDERS, PER_RECEIVER = 32, 4  # attempts at once: in all, and to one webhook (the rest wait)
 PRUNE_SECONDS, PAUSE_SECONDS = 3600, 5  # retention's period; a failed round's pause
 OUTCOMES = {"succeeded": "succeeded", "pending": "retrying", "failed": "failed"}  # metric labels
-DELIVERIES = Counter(
-    "people_service_webhook_deliveries_total",
-    "Webhook delivery attempts, by outcome (succeeded, retrying, failed).",
-    ["outcome"],
-)
-PENDING = Gauge(
-    "people_service_webhook_deliveries_pending",
-    "Deliveries waiting for an attempt (also those of disabled webhooks).",
-    multiprocess_mode="mostrecent",
-)
-OLDEST = Gauge(
-    "people_service_webhook_oldest_pending_seconds",
-    "Age of the event of the oldest pending delivery (0 with none).",
-    multiprocess_mode="mostrecent",
-)
-
-
-def post(url, address: str, body: bytes, headers: dict, timeout: float, tls) -> int:
-    """POST to `url` at its checked `address` (TLS verified for the URL's host); the status."""
-    port = url.port or (443 if url.scheme == "https" else 80)
-    conn = http.client.HTTPConnection(url.hostname, port, timeout=timeout)
-    conn.sock = socket.create_connection((address, port), timeout=timeout)  # no 2nd resolution
-    if url.scheme == "https":
-        conn.sock = tls.wrap_socket(conn.sock, server_hostname=url.hostname)
-    try:
-        path = (url.path or "/") + (f"?{url.query}" if url.query else "")
-        conn.request("POST", path, body, {"Host": url.netloc, **headers})
-        return conn.getresponse().status
-    finally:
-        conn.close()
+LAST = {"multiprocess_mode": "mostrecent"}
+DELIVERIES = Counter("people_service_webhook_deliveries", "Delivery attempts.", ["outcome"])
+PENDING = Gauge("people_service_webhook_deliveries_pending", "Deliveries waiting.", **LAST)
+OLDEST = Gauge("people_service_webhook_oldest_pending_seconds", "The oldest one's age.", **LAST)
 
 
 class Deliverer:
@@ -67,7 +42,7 @@ class Deliverer:
         self.lease = self.timeout + min(15, self.timeout + 2)  # a dead process's claims end soon
         self.changed, self.flight = threading.Condition(), Tally()  # attempts under way, by webhook
         self.woken = self.closing = False
-        self.due, self.pruned_at, self.thread = None, 0.0, None  # due: the next known due time
+        self.due, self.pruned_at, self.thread = math.inf, 0.0, None  # due: the next known
         self.senders = ThreadPoolExecutor(SENDERS, thread_name_prefix="webhook")
         self.tls = ssl.create_default_context()
 
@@ -112,7 +87,7 @@ class Deliverer:
         with self.changed:
             while not self.closing:
                 free, now = self.flight.total() < SENDERS, self.clock()
-                when = min(self.due or now + PRUNE_SECONDS, self.pruned_at + PRUNE_SECONDS)
+                when = min(self.due, self.pruned_at + PRUNE_SECONDS)
                 if free and (self.woken or when <= now):
                     self.woken = False
                     return True
@@ -130,9 +105,9 @@ class Deliverer:
             self.pruned_at = now  # tried: again in an hour, whatever happens
             self.prune(now)
         with self.changed:
-            capped, free, self.due = self._capped(), SENDERS - self.flight.total(), None
-        due = self.store.next_delivery_at(capped)  # the cheap look first: a read
-        if due is not None and due <= now:
+            capped, free, self.due = self._capped(), SENDERS - self.flight.total(), math.inf
+        due = self.store.next_delivery_at(capped) or math.inf  # the cheap look first: a read
+        if due <= now:
             token, extra = uuid.uuid4().hex, []
             claimed = self.store.claim_deliveries(token, now, self.lease, free, capped)
             with self.changed:
@@ -146,9 +121,9 @@ class Deliverer:
                 capped = self._capped()
             if extra:  # back as they were, unspent: their webhook's turn comes when one ends
                 self.store.release_deliveries(token, extra)
-            due = now if len(claimed) == free else self.store.next_delivery_at(capped)
+            due = now if len(claimed) == free else self.store.next_delivery_at(capped) or math.inf
         with self.changed:  # senders may have set an earlier one meanwhile
-            self.due = min((x for x in (due, self.due) if x is not None), default=None)
+            self.due = min(due, self.due)
 
     def _send(self, row: dict, token: str) -> None:
         """Send one claimed delivery and record its outcome (a sender's work)."""
@@ -158,13 +133,7 @@ class Deliverer:
             self.store.record_delivery(token, out, self.clock())
             DELIVERIES.labels(OUTCOMES[out["status"]]).inc()
             if out["status"] == "failed":
-                log.warning(
-                    "webhook %s gave up on event %s after %s attempts: %s",
-                    hook,
-                    row["id"],
-                    out["attempts"],
-                    out["error"],
-                )
+                log.warning("webhook %s gave up on event %s: %s", hook, row["id"], out["error"])
         except Exception:  # not recorded: sent again when its claim ends
             log.exception("webhook %s: event %s not recorded", hook, row["id"])
             out = None
@@ -173,32 +142,39 @@ class Deliverer:
             self.flight[hook] -= 1
             self.flight = +self.flight
             if out is not None and out["status"] == "pending":
-                self.due = min(self.due or out["next_attempt_at"], out["next_attempt_at"])
+                self.due = min(self.due, out["next_attempt_at"])
             self.changed.notify_all()
 
     def attempt(self, row: dict) -> dict:
-        """Send one claimed delivery; what to record of it."""
-        status_code, error = None, None
+        """Sign and post one claimed delivery to the address checked now; what to record."""
+        code, error, now = None, None, self.clock()
         try:
             to = target(row["url"], self.config["WEBHOOK_ALLOW_PRIVATE"])
             if to is None:
                 raise ConnectionError("the host does not resolve")
-            body, msg_id = json.dumps(event_out(row), separators=(",", ":")), str(row["id"])
-            stamp = datetime.now(UTC)  # the receiver compares it with its own clock
-            keys = [row["secret"]]
-            if row["previous_secret"] and (row["previous_until"] or 0) > self.clock():
-                keys.append(row["previous_secret"])
+            (url, address), msg_id = to, str(row["id"])
+            body, stamp = json.dumps(event_out(row), separators=(",", ":")), datetime.now(UTC)
+            keys = [row["secret"]] + [row["previous_secret"]] * ((row["previous_until"] or 0) > now)
             headers = {
+                "Host": url.netloc,
                 "Content-Type": "application/json",
-                "User-Agent": "people-service-webhooks",
                 "webhook-id": msg_id,
                 "webhook-timestamp": str(int(stamp.timestamp())),
                 "webhook-signature": " ".join(Webhook(k).sign(msg_id, stamp, body) for k in keys),
             }
-            status_code = post(*to, body.encode(), headers, self.timeout, self.tls)
-            if not 200 <= status_code < 300:
-                followed = " (redirects are not followed)" if 300 <= status_code < 400 else ""
-                error = f"answered {status_code}{followed}"
+            port = url.port or (443 if url.scheme == "https" else 80)
+            conn = http.client.HTTPConnection(url.hostname, port, timeout=self.timeout)
+            conn.sock = socket.create_connection((address, port), self.timeout)  # no 2nd lookup
+            if url.scheme == "https":
+                conn.sock = self.tls.wrap_socket(conn.sock, server_hostname=url.hostname)
+            try:
+                path = (url.path or "/") + (f"?{url.query}" if url.query else "")
+                conn.request("POST", path, body.encode(), headers)
+                code = conn.getresponse().status
+            finally:
+                conn.close()
+            if not 200 <= code < 300:
+                error = f"answered {code}" + (" (redirects are not followed)" * (code // 100 == 3))
         except ValueError as exc:  # the address rules
             error = f"refused: {exc}"
         except (OSError, http.client.HTTPException) as exc:  # ssl.SSLError, timeouts too
@@ -208,8 +184,8 @@ class Deliverer:
         if error and attempts > len(self.schedule):
             status = "failed"
         later = now + self.schedule[attempts - 1] if status == "pending" else now
-        out = {"attempts": attempts, "status_code": status_code, "error": error}
-        return {**row, **out, "status": status, "next_attempt_at": later}
+        out = {"attempts": attempts, "status_code": code, "error": error, "status": status}
+        return {**row, **out, "next_attempt_at": later}
 
     def prune(self, now: float) -> None:
         """Retention: events and finished deliveries older than EVENT_RETENTION_DAYS go."""

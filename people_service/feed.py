@@ -37,10 +37,7 @@ class FeedQuerySchema(Schema):
 
 class Pruned(ServiceError):
     status, graphql_code = 410, "BAD_REQUEST"
-    default_detail = (
-        "Events after this cursor were removed (EVENT_RETENTION_DAYS); start again without "
-        "`after` and catch up from the data itself."
-    )
+    default_detail = "Events after this cursor were removed (EVENT_RETENTION_DAYS); start anew."
 
 
 def parse_query(args: dict) -> dict:
@@ -52,6 +49,7 @@ def parse_query(args: dict) -> dict:
 
 
 def parse_last_event_id(value: str) -> int:
+    """The Last-Event-ID header as a cursor; InvalidArgument naming the header."""
     try:
         return int(CURSOR(value.strip()))
     except ValidationError as error:
@@ -77,9 +75,8 @@ def sse(event: dict) -> str:
 
 
 def stream(store, viewer, cursor, types: tuple, config: dict, streams, allowed):
-    """The events after `cursor` (None: from now) as they are committed, with heartbeats, until
-    EVENT_STREAM_SECONDS pass, `allowed()` is False, BACKLOG events written before it from a
-    cursor were sent, or `streams` end; then a `retry:` hint."""
+    """Server-sent events after `cursor` (None: from now) as they are committed, and heartbeats,
+    until the stream's time, `allowed()` fails, a cursor's BACKLOG or the end; then `retry:`."""
     from_cursor, heartbeat = cursor is not None, config["EVENT_HEARTBEAT_SECONDS"]
     cursor = store.latest_event_id() if cursor is None else cursor
     written = checked = time.monotonic()
@@ -112,8 +109,7 @@ def stream(store, viewer, cursor, types: tuple, config: dict, streams, allowed):
 
 
 class Streams:
-    """A process's stream slots (one owner holds at most half, at least one), the wake-up of
-    its streams when this process commits, and their end."""
+    """A process's stream slots (an owner holds at most half), their wake-ups and their end."""
 
     def __init__(self, limit: int):
         self.limit, self.share, self.held = limit, max(1, limit // 2), Counter()
@@ -137,9 +133,8 @@ class Streams:
             self.changed.notify_all()
 
     def end(self) -> None:
-        with self.changed:
-            self.ended = True
-            self.changed.notify_all()
+        self.ended = True
+        self.notify()
 
     def wait(self, seen: int, timeout: float) -> None:
         with self.changed:

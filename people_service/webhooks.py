@@ -36,8 +36,7 @@ class WebhookPatchSchema(WebhookSchema):
 
 
 def refused(address: str) -> str | None:
-    """The kind of address a webhook may not reach, or None for a global unicast one (also an
-    IPv4 inside 6to4, Teredo or a mapped IPv6)."""
+    """What kind of address a webhook may not reach this is (also inside 6to4, Teredo, mapped)."""
     ip = ipaddress.ip_address(address.split("%")[0])
     if ip.version == 6:
         ip = ip.ipv4_mapped or ip.sixtofour or (ip.teredo[1] if ip.teredo else None) or ip
@@ -48,8 +47,8 @@ def refused(address: str) -> str | None:
 
 
 def target(url: str, allow_private: bool) -> tuple[SplitResult, str] | None:
-    """The URL's parts and the checked address to connect to (None when the host does not
-    resolve now); ValueError with the SPEC 11c rule it breaks."""
+    """The URL's parts and the checked address to connect to (None: no address now), or
+    ValueError with the SPEC 11c rule it breaks."""
     if not url.isascii() or any(char <= " " or char == "\x7f" for char in url):
         raise ValueError("Must be ASCII without spaces (percent-encode other characters).")
     parts = urlsplit(url)

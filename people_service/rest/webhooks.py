@@ -112,25 +112,9 @@ def retry_delivery(webhook_id, event_id):
 
 
 def openapi_webhooks() -> dict:
-    """The OpenAPI 3.1 `webhooks` object: what each event type posts to a receiver (signed by
-    Standard Webhooks; 2xx is received, 410 disables the webhook, the rest is retried)."""
-    string = {"type": "string"}
-    names = ("webhook-id", "webhook-timestamp", "webhook-signature")
-    headers = [{"in": "header", "name": n, "required": True, "schema": string} for n in names]
-
-    def post(name: str, data: str) -> dict:
-        properties = {
-            "id": string,
-            "type": {"const": name},
-            "timestamp": {**string, "format": "date-time"},
-            "data": {"type": "object", "description": data},
-        }
-        schema = {"type": "object", "required": list(properties), "properties": properties}
-        return {
-            "summary": f"{name}, posted to each webhook that takes it",
-            "parameters": headers,
-            "requestBody": {"required": True, "content": {"application/json": {"schema": schema}}},
-            "responses": {"2XX": {"description": "Received; 410 disables the webhook."}},
-        }
-
-    return {name: {"post": post(name, data)} for name, data in events.TYPES.items()}
+    """The OpenAPI `webhooks` object: each event type, posted signed by Standard Webhooks to
+    each webhook that takes it (2xx: received; 410 disables the webhook; the rest is retried)."""
+    event = {"$ref": "#/components/schemas/Event"}
+    body = {"required": True, "content": {"application/json": {"schema": event}}}
+    post = {"requestBody": body, "responses": {"2XX": {"description": "Received."}}}
+    return {name: {"post": {**post, "description": data}} for name, data in events.TYPES.items()}
