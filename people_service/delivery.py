@@ -18,6 +18,7 @@ from prometheus_client import Counter, Gauge
 from standardwebhooks.webhooks import Webhook
 
 from .config import retry_schedule
+from .store import iso
 from .store.events import event_out
 from .webhooks import target
 
@@ -130,7 +131,7 @@ class Deliverer:
         hook, out = row["webhook_id"], None
         try:
             out = self.attempt(row)
-            self.store.record_delivery(token, out, self.clock())
+            self.store.record_delivery(token, out)
             DELIVERIES.labels(OUTCOMES[out["status"]]).inc()
             if out["status"] == "failed":
                 log.warning("webhook %s gave up on event %s: %s", hook, row["id"], out["error"])
@@ -180,12 +181,13 @@ class Deliverer:
         except (OSError, http.client.HTTPException) as exc:  # ssl.SSLError, timeouts too
             error = (str(exc) or type(exc).__name__)[:200]
         attempts, now = row["attempts"] + 1, self.clock()
-        status = "succeeded" if error is None else "pending"
-        if error and attempts > len(self.schedule):
-            status = "failed"
-        later = now + self.schedule[attempts - 1] if status == "pending" else now
-        out = {"attempts": attempts, "status_code": code, "error": error, "status": status}
-        return {**row, **out, "next_attempt_at": later}
+        status = "pending" if attempts <= len(self.schedule) else "failed"
+        status = "succeeded" if error is None else status
+        out = {**row, "attempts": attempts, "status_code": code, "error": error, "status": status}
+        out["next_attempt_at"] = now + self.schedule[attempts - 1] if status == "pending" else now
+        out["finished_at"] = None if status == "pending" else now
+        out["delivered_at"] = iso(time.time()) if status == "succeeded" else None
+        return out
 
     def prune(self, now: float) -> None:
         """Retention: events and finished deliveries older than EVENT_RETENTION_DAYS go."""

@@ -17,15 +17,15 @@ from .openapi import api
 
 bp = Blueprint("events", __name__)
 STREAM = "text/event-stream"
-EventSchema = Schema.from_dict(
-    {
-        "id": fields.String(required=True),
-        "type": fields.String(required=True, validate=validate.OneOf(events.TYPES)),
-        "timestamp": fields.String(required=True, metadata={"format": "date-time"}),
-        "data": fields.Dict(required=True),
-    },
-    name="Event",
-)
+
+
+class EventSchema(Schema):
+    id = fields.String(required=True)
+    type = fields.String(required=True, validate=validate.OneOf(events.TYPES))
+    timestamp = fields.String(required=True, metadata={"format": "date-time"})
+    data = fields.Dict(required=True)
+
+
 DESCRIPTION = (
     "Follow `next` (or pass the last id you saw as `after`) to see every event once, in id "
     "order. With `Accept: text/event-stream` the same URL streams server-sent events after "
@@ -49,16 +49,11 @@ def list_events():
     caller, store = current_caller(), get_store()
     if negotiate((JSON, STREAM)) == STREAM:
         return _stream(store, caller, query["types"], query["after"] if resume is None else resume)
-    found, more = feed.list_events(
-        store, caller.viewer, *map(query.get, ("after", "limit", "types"))
-    )
+    after, limit, types = query["after"], query["limit"], query["types"]
+    found, more = feed.list_events(store, caller.viewer, after, limit, types)
     headers = {"Vary": "Accept"}
     if more:
-        params = {
-            "after": found[-1]["id"],
-            "limit": query["limit"],
-            "type": ",".join(query["types"]),
-        }
+        params = {"after": found[-1]["id"], "limit": limit, "type": ",".join(types)}
         query_string = urlencode({k: v for k, v in params.items() if v}, safe=",")
         headers["Link"] = f'<{request.script_root + request.path}?{query_string}>; rel="next"'
     return json_response(found, headers=headers)

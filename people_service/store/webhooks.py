@@ -39,6 +39,8 @@ DUE = (
     "FROM deliveries d JOIN webhooks w ON w.id = d.webhook_id WHERE d.status = 'pending'"
     " AND w.enabled = 1 AND d.next_attempt_at <= ? AND (d.lease_until IS NULL OR d.lease_until < ?)"
 )
+RECORDED = "status attempts next_attempt_at status_code error delivered_at finished_at".split()
+RECORDED += ["webhook_id", "id"]  # the event's
 PRUNED_THROUGH = "events_pruned_through"  # settings: the highest event id removed by retention
 
 
@@ -180,25 +182,15 @@ class WebhookStore:
             tuple(skip),
         )[0]["due"]
 
-    def record_delivery(self, token: str, out: dict, now: float) -> None:
-        """Record an attempt (webhook_id, id: the event's, status, attempts, next_attempt_at,
-        status_code, error) if it is still leased to `token`; a 410 disables the webhook."""
+    def record_delivery(self, token: str, out: dict) -> None:
+        """Record an attempt if it is still leased to `token`; a 410 disables the webhook."""
         with self.transaction():
             mine = self._changed(
                 "UPDATE deliveries SET status = ?, attempts = ?, next_attempt_at = ?,"
                 " last_status_code = ?, last_error = ?, delivered_at = ?, finished_at = ?,"
                 " lease_until = NULL, lease_token = NULL"
                 " WHERE webhook_id = ? AND event_id = ? AND lease_token = ?",
-                (
-                    *map(
-                        out.get, ("status", "attempts", "next_attempt_at", "status_code", "error")
-                    ),
-                    now_iso() if out["status"] == "succeeded" else None,
-                    None if out["status"] == "pending" else now,
-                    out["webhook_id"],
-                    out["id"],
-                    token,
-                ),
+                (*map(out.get, RECORDED), token),
             )
             if out["status_code"] == 410 and mine:  # a stale claim's 410 never undoes a re-enable
                 self._execute("UPDATE webhooks SET enabled = 0 WHERE id = ?", (out["webhook_id"],))
