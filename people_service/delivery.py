@@ -23,7 +23,7 @@ from .store.events import event_out
 from .webhooks import target
 
 log = logging.getLogger("people_service.delivery")
-SENDERS, PER_RECEIVER = 32, 4  # attempts at once: in all, and to one webhook (the rest wait)
+SENDERS, PER_RECEIVER = 32, 4  # attempts at once: in all, and to one webhook (claimed at once)
 PRUNE_SECONDS, PAUSE_SECONDS = 3600, 5  # retention's period; a failed round's pause
 OUTCOMES = {"succeeded": "succeeded", "pending": "retrying", "failed": "failed"}  # metric labels
 LAST = {"multiprocess_mode": "mostrecent"}
@@ -95,34 +95,26 @@ class Deliverer:
                 self.changed.wait(when - now if free else None)
             return False
 
-    def _capped(self) -> list:
-        return [hook for hook, count in self.flight.items() if count >= PER_RECEIVER]
-
     def _round(self) -> None:
-        """Claim as many due deliveries as there are free senders, hand each to one, and learn
-        when the next falls due."""
+        """Claim up to PER_RECEIVER due deliveries of webhooks with none under way, hand each to
+        a sender, and learn when the next falls due."""
         now = self.clock()
         if now - self.pruned_at >= PRUNE_SECONDS:
             self.pruned_at = now  # tried: again in an hour, whatever happens
             self.prune(now)
         with self.changed:
-            capped, free, self.due = self._capped(), SENDERS - self.flight.total(), math.inf
-        due = self.store.next_delivery_at(capped) or math.inf  # the cheap look first: a read
-        if due <= now:
-            token, extra = uuid.uuid4().hex, []
-            claimed = self.store.claim_deliveries(token, now, self.lease, free, capped)
+            busy, free = list(self.flight), min(PER_RECEIVER, SENDERS - self.flight.total())
+            self.due = math.inf
+        due = self.store.next_delivery_at(busy) or math.inf  # the cheap look first: a read
+        if due <= now and not self.closing:
+            token = uuid.uuid4().hex
+            claimed = self.store.claim_deliveries(token, now, self.lease, free, busy)
             with self.changed:
                 for row in claimed:
-                    hook = row["webhook_id"]
-                    if self.closing or self.flight[hook] >= PER_RECEIVER:
-                        extra.append(row)
-                    else:
-                        self.flight[hook] += 1
-                        self.senders.submit(self._send, row, token)
-                capped = self._capped()
-            if extra:  # back as they were, unspent: their webhook's turn comes when one ends
-                self.store.release_deliveries(token, extra)
-            due = now if len(claimed) == free else self.store.next_delivery_at(capped) or math.inf
+                    self.flight[row["webhook_id"]] += 1
+                    self.senders.submit(self._send, row, token)
+                busy = list(self.flight)
+            due = now if len(claimed) == free else self.store.next_delivery_at(busy) or math.inf
         with self.changed:  # senders may have set an earlier one meanwhile
             self.due = min(due, self.due)
 
@@ -139,9 +131,8 @@ class Deliverer:
             log.exception("webhook %s: event %s not recorded", hook, row["id"])
             out = None
         with self.changed:
-            self.woken |= out is None or self.flight[hook] >= PER_RECEIVER  # its waiting ones go
-            self.flight[hook] -= 1
-            self.flight = +self.flight
+            self.flight -= Tally([hook])
+            self.woken |= out is None or hook not in self.flight  # its waiting ones may go now
             if out is not None and out["status"] == "pending":
                 self.due = min(self.due, out["next_attempt_at"])
             self.changed.notify_all()

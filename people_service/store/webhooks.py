@@ -163,16 +163,6 @@ class WebhookStore:
                 (token,),
             )
 
-    def release_deliveries(self, token: str, rows: list[dict]) -> None:
-        """Give claimed deliveries back unsent, as they were."""
-        with self.transaction():
-            for row in rows:
-                self._execute(
-                    "UPDATE deliveries SET lease_until = NULL, lease_token = NULL"
-                    " WHERE webhook_id = ? AND event_id = ? AND lease_token = ?",
-                    (row["webhook_id"], row["id"], token),
-                )
-
     def next_delivery_at(self, skip: list[int]) -> float | None:
         """When a delivery of an enabled webhook not in `skip` falls due or its claim ends."""
         return self._execute(
