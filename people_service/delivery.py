@@ -1,5 +1,4 @@
-"""Webhook delivery: a thread per process claims due deliveries as senders come free; each
-attempt is signed, posted and recorded as it ends."""
+"""Webhook delivery: claims due deliveries as senders come free, posts and records each."""
 
 import http.client
 import json
@@ -33,8 +32,7 @@ OLDEST = Gauge("people_service_webhook_oldest_pending_seconds", "The oldest one'
 
 
 class Deliverer:
-    """Delivers the due webhooks of `store` from this process. It sleeps while nothing is due:
-    wake() after a commit, a timer for the next retry or claim that ends."""
+    """This process's delivery thread: it sleeps until wake() or the next known due time."""
 
     def __init__(self, config: dict, store, *, clock=time.time):
         self.config, self.store, self.clock = config, store, clock
@@ -58,8 +56,7 @@ class Deliverer:
             self.changed.notify_all()
 
     def close(self, wait: float = 2.0) -> None:
-        """Claim nothing more; wait up to `wait` seconds for the attempts under way to be
-        recorded (one cut short is sent again when its claim ends)."""
+        """Claim nothing more; wait up to `wait` seconds for the attempts under way."""
         deadline = time.monotonic() + wait
         with self.changed:
             self.closing = True
@@ -96,8 +93,7 @@ class Deliverer:
             return False
 
     def _round(self) -> None:
-        """Claim up to PER_RECEIVER due deliveries of webhooks with none under way, hand each to
-        a sender, and learn when the next falls due."""
+        """Claim due deliveries of webhooks with none under way, and learn the next due time."""
         now = self.clock()
         if now - self.pruned_at >= PRUNE_SECONDS:
             self.pruned_at = now  # tried: again in an hour, whatever happens

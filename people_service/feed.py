@@ -75,8 +75,7 @@ def sse(event: dict) -> str:
 
 
 def stream(store, viewer, cursor, types: tuple, config: dict, streams, allowed):
-    """Server-sent events after `cursor` (None: from now) as they are committed, and heartbeats,
-    until the stream's time, `allowed()` fails, a cursor's BACKLOG or the end; then `retry:`."""
+    """Server-sent events after `cursor` (None: from now) and heartbeats, then `retry:`."""
     from_cursor, heartbeat = cursor is not None, config["EVENT_HEARTBEAT_SECONDS"]
     cursor = store.latest_event_id() if cursor is None else cursor
     written = checked = time.monotonic()
@@ -124,8 +123,7 @@ class Streams:
 
     def release(self, owner: str) -> None:
         with self.changed:
-            self.held[owner] -= 1
-            self.held = +self.held
+            self.held -= Counter([owner])
 
     def notify(self) -> None:
         with self.changed:

@@ -40,15 +40,15 @@ def refused(address: str) -> str | None:
     ip = ipaddress.ip_address(address.split("%")[0])
     if ip.version == 6:
         ip = ip.ipv4_mapped or ip.sixtofour or (ip.teredo[1] if ip.teredo else None) or ip
-    for kind in ("loopback", "private", "link_local", "unspecified", "multicast", "reserved"):
-        if getattr(ip, f"is_{kind}"):
-            return f"{kind.replace('_', '-')} address"
-    return None if ip.is_global else "non-global address"  # 100.64.0.0/10: cloud metadata
+    kinds = ("loopback", "private", "link_local", "unspecified", "multicast", "reserved")
+    kind = next((kind for kind in kinds if getattr(ip, f"is_{kind}")), None)
+    if kind or not ip.is_global:  # not global: 100.64.0.0/10 (cloud metadata), ...
+        return f"{(kind or 'non-global').replace('_', '-')} address"
+    return None
 
 
 def target(url: str, allow_private: bool) -> tuple[SplitResult, str] | None:
-    """The URL's parts and the checked address to connect to (None: no address now), or
-    ValueError with the SPEC 11c rule it breaks."""
+    """The URL's parts and the address checked (None: none now); ValueError: the rule broken."""
     if not url.isascii() or any(char <= " " or char == "\x7f" for char in url):
         raise ValueError("Must be ASCII without spaces (percent-encode other characters).")
     parts = urlsplit(url)
@@ -91,10 +91,7 @@ def new_secret() -> str:
 def create_webhook(store, data, config: dict) -> dict:
     """A new webhook, with its secret (shown only now)."""
     loaded, secret = _load(WebhookSchema(), data, config), new_secret()
-    webhook = store.insert_webhook(
-        loaded["url"], loaded.get("events"), loaded.get("description"), secret, MOST
-    )
-    if webhook is None:
+    if (webhook := store.insert_webhook(loaded, secret, MOST)) is None:
         raise Invalid(f"This service has {MOST} webhooks, the most it keeps: delete one first.")
     return {**webhook, "secret": secret}
 

@@ -63,10 +63,7 @@ def _stream(store, caller, types: tuple, cursor: int | None):
     feed.check_kept(store, cursor)
     runtime, key = get_runtime(), caller.key
     if not runtime.streams.open(key):
-        detail = (
-            "No event stream is free for you in this process (EVENT_STREAMS; one caller holds "
-            "at most half of them); retry later, or poll GET /events with after."
-        )
+        detail = "No event stream is free for you (EVENT_STREAMS, half a caller); retry later."
         raise with_headers(Busy(detail), {"Retry-After": "5"})
 
     def allowed() -> bool:  # the request's credentials still stand for a caller with read

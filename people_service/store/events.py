@@ -18,8 +18,7 @@ class EventStore:
     ORDER_EVENTS = ""  # PostgreSQL: held to the commit, so that ids are drawn in commit order
 
     def insert_event(self, event_type: str, data: dict, sender_id: str | None = None) -> dict:
-        """Record an event, and a delivery for each webhook that takes it, in the caller's
-        transaction (last in it: on PostgreSQL it waits for other writers' events)."""
+        """Record an event and its deliveries; call it last in a transaction (it may wait)."""
         if self.ORDER_EVENTS:
             self._execute(self.ORDER_EVENTS, (EVENT_ORDER_LOCK,))
         now, text = now_iso(), json.dumps(data, separators=(",", ":"))
@@ -35,8 +34,7 @@ class EventStore:
         return {"id": str(event_id), "type": event_type, "timestamp": now, "data": data}
 
     def events_after(self, after: int, limit: int, types=(), sender_id: str | None = None):
-        """Up to `limit` events with an id above `after`, by id: of `types` (all when empty);
-        messages only those `sender_id` sent (None: anyone's)."""
+        """Events after `after`, by id, of `types` (all: empty), messages of `sender_id` only."""
         where = f" AND type IN ({', '.join('?' * len(types))})" if types else ""
         if sender_id is not None:
             where += " AND (type <> 'message.created' OR sender_id = ?)"

@@ -33,7 +33,6 @@ SCHEMA = """
     CREATE INDEX deliveries_event ON deliveries (event_id);
     CREATE INDEX deliveries_finished ON deliveries (finished_at) WHERE status <> 'pending'
 """
-WEBHOOK_COLUMNS = "id, url, events, description, enabled, created_at"
 # due: pending, of an enabled webhook, its time come, and nobody's lease running
 DUE = (
     "FROM deliveries d JOIN webhooks w ON w.id = d.webhook_id WHERE d.status = 'pending'"
@@ -55,31 +54,25 @@ def _webhook(row: dict) -> dict:
 
 
 class WebhookStore:
-    def insert_webhook(self, url, events, description, secret, most: int) -> dict | None:
-        """A new webhook, or None when `most` exist already."""
+    def insert_webhook(self, data: dict, secret: str, most: int) -> dict | None:
+        """A new webhook (url, events, description), or None when `most` exist already."""
         with self.transaction():
             if self.ORDER_EVENTS:  # after the events being written: it takes every later one
                 self._execute(self.ORDER_EVENTS, (EVENT_ORDER_LOCK,))
             if self._execute("SELECT count(*) AS n FROM webhooks").fetchone()["n"] >= most:
                 return None
-            return self.get_webhook(
-                self._insert(
-                    "INSERT INTO webhooks (url, events, description, secret, created_at)"
-                    " VALUES (?, ?, ?, ?, ?)",
-                    (url, events and f",{','.join(events)},", description, secret, now_iso()),
-                )
-            )
+            events = data.get("events") and f",{','.join(data['events'])},"
+            sql = "INSERT INTO webhooks (url, events, description, secret, created_at) VALUES "
+            values = (data["url"], events, data.get("description"), secret, now_iso())
+            return self.get_webhook(self._insert(sql + "(?, ?, ?, ?, ?)", values))
 
     def get_webhook(self, webhook_id: int) -> dict | None:
-        sql = f"SELECT {WEBHOOK_COLUMNS} FROM webhooks WHERE id = ?"
-        row = self._execute(sql, (webhook_id,)).fetchone()
-        return row and _webhook(row)
+        return next(iter(self.list_webhooks(webhook_id)), None)
 
-    def list_webhooks(self) -> list[dict]:
-        return [
-            _webhook(r)
-            for r in self._execute(f"SELECT {WEBHOOK_COLUMNS} FROM webhooks ORDER BY id")
-        ]
+    def list_webhooks(self, webhook_id: int | None = None) -> list[dict]:
+        where, params = ("", ()) if webhook_id is None else (" WHERE id = ?", (webhook_id,))
+        sql = f"SELECT id, url, events, description, enabled, created_at FROM webhooks{where}"
+        return [_webhook(row) for row in self._execute(sql + " ORDER BY id", params)]
 
     def update_webhook(self, webhook_id: int, changes: dict, now: float) -> dict | None:
         """Set url, events, description or enabled; enabling makes its pending ones due now."""
@@ -128,8 +121,7 @@ class WebhookStore:
         return rows
 
     def retry_delivery(self, webhook_id: int, event_id: int, now: float) -> bool:
-        """Make a delivery pending again, due now, its schedule from the start (made if the
-        webhook never had one of the event); False when the event is unknown."""
+        """Make a delivery (new or not) pending from the start, due now; False: no such event."""
         with self.transaction():
             if not self._execute("SELECT 1 FROM events WHERE id = ?", (event_id,)):
                 return False
@@ -144,8 +136,7 @@ class WebhookStore:
             return True
 
     def claim_deliveries(self, token: str, now: float, lease: float, limit: int, skip: list[int]):
-        """Lease up to `limit` due deliveries, none of the webhooks in `skip`, to `token` until
-        now + lease, with what sending each needs (SKIP LOCKED, or SQLite's one writer)."""
+        """Lease up to `limit` due deliveries, none of webhooks `skip`, with what sending needs."""
         lock = f"{self.FOR_UPDATE} OF d SKIP LOCKED" if self.FOR_UPDATE else ""
         with self.transaction():
             claimed = self._execute(
@@ -193,8 +184,7 @@ class WebhookStore:
         ).fetchone()
 
     def prune_events(self, before: float) -> None:
-        """Remove finished deliveries and events older than `before` (POSIX time), but no event
-        from the first one a pending delivery waits for; record the highest event id removed."""
+        """Remove what is older than `before`, no event from the first one a delivery awaits."""
         with self.transaction():
             self._execute(
                 "DELETE FROM deliveries WHERE status <> 'pending' AND finished_at < ?", (before,)
