@@ -90,20 +90,19 @@ def stream(store, viewer, cursor, types: tuple, config: dict, streams, allowed):
                 break
             checked = now
         if found:
-            cursor, sent = int(found[-1]["id"]), sent + len(found)
+            cursor, sent, written = int(found[-1]["id"]), sent + len(found), now
             yield "".join(map(sse, found))
-            written = time.monotonic()
             if from_cursor and sent >= BACKLOG:
                 break
             if len(found) == BATCH:
                 continue
+        elif now - written >= heartbeat:
+            yield ":\n\n"
+            written = now
         from_cursor = False  # caught up: what comes from now on is live
         if now >= deadline:
             break
         streams.wait(seen, min(deadline, written + heartbeat, now + POLL_SECONDS) - now)
-        if time.monotonic() - written >= heartbeat:
-            yield ":\n\n"
-            written = time.monotonic()
     yield "retry: 1000\n\n"
 
 
