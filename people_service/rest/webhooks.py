@@ -1,5 +1,7 @@
 """REST resources for webhooks and their deliveries (scope admin)."""
 
+import functools
+
 from flask import Blueprint, current_app, request, url_for
 from marshmallow import Schema, fields
 from werkzeug.wrappers import Response
@@ -12,27 +14,28 @@ from .openapi import api
 
 bp = Blueprint("webhooks", __name__)
 admin = required(scope="admin")
-TEXT, MAYBE = fields.String(required=True), fields.String(required=True, allow_none=True)
+TEXT = functools.partial(fields.String, required=True)  # fields of answers: always there
+MAYBE = functools.partial(TEXT, allow_none=True)
 
 
 class WebhookOutSchema(Schema):
-    id = url = TEXT
+    id, url = TEXT(), TEXT()
     events = fields.List(fields.String(), required=True, allow_none=True)
-    description = MAYBE
+    description = MAYBE()
     enabled = fields.Boolean(required=True)
     created_at = fields.String(required=True, metadata={"format": "date-time"})
 
 
 class WebhookCreatedSchema(WebhookOutSchema):
-    secret = TEXT
+    secret = TEXT()
 
 
 class DeliverySchema(Schema):
-    event_id = event_type = TEXT
+    event_id, event_type = TEXT(), TEXT()
     status = fields.String(required=True, metadata={"enum": ["pending", "succeeded", "failed"]})
     attempts = fields.Integer(required=True)
     last_status_code = fields.Integer(required=True, allow_none=True)
-    last_error = next_attempt_at = delivered_at = MAYBE
+    last_error, next_attempt_at, delivered_at = MAYBE(), MAYBE(), MAYBE()
 
 
 WEBHOOK = ("The webhook (never its secret).", WebhookOutSchema)
@@ -87,7 +90,14 @@ def delete_webhook(webhook_id):
 
 @bp.post("/webhooks/<id:webhook_id>/rotate-secret")
 @admin
-@api(ok={200: ("The new secret, shown only here.", Schema.from_dict({"secret": TEXT}))})
+@api(
+    ok={
+        200: (
+            "The new secret, shown only here.",
+            Schema.from_dict({"secret": TEXT()}, name="Secret"),
+        )
+    }
+)
 def rotate_secret(webhook_id):
     """A new secret; for 24 hours deliveries are signed by the new and the previous one"""
     return json_response(webhooks.rotate_secret(get_store(), webhook_id))
