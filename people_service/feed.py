@@ -5,7 +5,7 @@ import threading
 import time
 from collections import Counter
 
-from marshmallow import EXCLUDE, Schema, ValidationError, fields
+from marshmallow import Schema, ValidationError, fields
 
 from . import schemas
 from .errors import InvalidArgument, ServiceError
@@ -20,10 +20,7 @@ BATCH, BACKLOG = 100, 1000  # events a stream reads per query; sends from a curs
 POLL_SECONDS, CHECK_SECONDS = 1.25, 5.0  # an idle stream queries, and checks its caller
 
 
-class FeedQuerySchema(Schema):
-    class Meta:
-        unknown = EXCLUDE
-
+class FeedQuerySchema(Schema):  # other names are refused before (rest.openapi.takes)
     after = fields.String(
         validate=CURSOR,
         metadata={"pattern": CURSOR_PATTERN, "description": "The last event id you saw."},

@@ -56,10 +56,7 @@ def target(url: str, allow_private: bool) -> tuple[SplitResult, str] | None:
         raise ValueError("Must be an http or https URL.")
     if parts.username is not None or parts.password is not None:
         raise ValueError("Must not carry credentials.")
-    try:
-        host, port = parts.hostname, parts.port
-    except ValueError:
-        raise ValueError("Has an invalid port.") from None
+    host, port = parts.hostname, parts.port  # a bad port: ValueError saying so
     if not host:
         raise ValueError("Must name a host.")
     name = host.rstrip(".")

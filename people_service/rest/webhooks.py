@@ -39,6 +39,7 @@ class DeliverySchema(Schema):
 
 
 WEBHOOK = ("The webhook (never its secret).", WebhookOutSchema)
+SECRET = Schema.from_dict({"secret": TEXT()}, name="Secret")
 
 
 @bp.post("/webhooks")
@@ -90,14 +91,7 @@ def delete_webhook(webhook_id):
 
 @bp.post("/webhooks/<id:webhook_id>/rotate-secret")
 @admin
-@api(
-    ok={
-        200: (
-            "The new secret, shown only here.",
-            Schema.from_dict({"secret": TEXT()}, name="Secret"),
-        )
-    }
-)
+@api(ok={200: ("The new secret, shown only here.", SECRET)})
 def rotate_secret(webhook_id):
     """A new secret; for 24 hours deliveries are signed by the new and the previous one"""
     return json_response(webhooks.rotate_secret(get_store(), webhook_id))

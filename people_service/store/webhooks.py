@@ -5,28 +5,16 @@ from .people import iso, now_iso
 
 SCHEMA = """
     CREATE TABLE webhooks (
-        id {identity},
-        url TEXT NOT NULL,
-        events TEXT,
-        description TEXT,
-        enabled INTEGER NOT NULL DEFAULT 1,
-        secret TEXT NOT NULL,
-        previous_secret TEXT,
-        previous_until {real},
-        created_at TEXT NOT NULL
+        id {identity}, url TEXT NOT NULL, events TEXT, description TEXT,
+        enabled INTEGER NOT NULL DEFAULT 1, secret TEXT NOT NULL, previous_secret TEXT,
+        previous_until {real}, created_at TEXT NOT NULL
     );
     CREATE TABLE deliveries (
         webhook_id {reference} NOT NULL REFERENCES webhooks (id) ON DELETE CASCADE,
         event_id {reference} NOT NULL REFERENCES events (id) ON DELETE CASCADE,
-        status TEXT NOT NULL DEFAULT 'pending',
-        attempts INTEGER NOT NULL DEFAULT 0,
-        next_attempt_at {real} NOT NULL,
-        lease_until {real},
-        lease_token TEXT,
-        last_status_code INTEGER,
-        last_error TEXT,
-        delivered_at TEXT,
-        finished_at {real},
+        status TEXT NOT NULL DEFAULT 'pending', attempts INTEGER NOT NULL DEFAULT 0,
+        next_attempt_at {real} NOT NULL, lease_until {real}, lease_token TEXT,
+        last_status_code INTEGER, last_error TEXT, delivered_at TEXT, finished_at {real},
         PRIMARY KEY (webhook_id, event_id)
     );
     CREATE INDEX deliveries_due ON deliveries (next_attempt_at) WHERE status = 'pending';
