@@ -1,10 +1,9 @@
-"""Webhook delivery: a thread per process claims due deliveries as senders come free; each
-attempt is signed, posted and recorded as it ends."""
+"""Webhook delivery: claims due deliveries as senders come free, posts and records each."""
 
-import functools
 import http.client
 import json
 import logging
+import math
 import socket
 import ssl
 import threading
@@ -13,79 +12,38 @@ import uuid
 from collections import Counter as Tally
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
-from urllib.parse import SplitResult
 
 from prometheus_client import Counter, Gauge
 from standardwebhooks.webhooks import Webhook
 
 from .config import retry_schedule
-from .errors import ServiceError
+from .store import iso
 from .store.events import event_out
 from .webhooks import target
 
 log = logging.getLogger("people_service.delivery")
-
-SENDERS = 32  # attempts one process sends at once
-PER_RECEIVER = 4  # attempts one process sends to one webhook at once; the rest wait, unspent
-PRUNE_SECONDS = 3600  # how often a worker removes what retention no longer keeps
-PAUSE_SECONDS = 5  # how long a worker waits for a database that did not answer
+SENDERS, PER_RECEIVER = 32, 4  # attempts at once: in all, and to one webhook (claimed at once)
+PRUNE_SECONDS, PAUSE_SECONDS = 3600, 5  # retention's period; a failed round's pause
 OUTCOMES = {"succeeded": "succeeded", "pending": "retrying", "failed": "failed"}  # metric labels
-
-DELIVERIES = Counter(
-    "people_service_webhook_deliveries_total",
-    "Webhook delivery attempts, by outcome (succeeded, retrying, failed).",
-    ["outcome"],
-)
-PENDING = Gauge(
-    "people_service_webhook_deliveries_pending",
-    "Deliveries waiting for an attempt (also those of disabled webhooks).",
-    multiprocess_mode="mostrecent",
-)
-OLDEST = Gauge(
-    "people_service_webhook_oldest_pending_seconds",
-    "Age of the event of the oldest pending delivery (0 with none).",
-    multiprocess_mode="mostrecent",
-)
-
-
-def post(url: SplitResult, address: str, body: bytes, headers: dict, timeout: float, tls) -> int:
-    """POST `body` to `url` at its checked `address` (TLS verified for the URL's host); the
-    answer's status. Follows nothing; raises OSError or http.client.HTTPException."""
-    port = url.port or (443 if url.scheme == "https" else 80)
-    sock = socket.create_connection((address, port), timeout=timeout)
-    if url.scheme == "https":
-        sock = tls.wrap_socket(sock, server_hostname=url.hostname)
-    conn = http.client.HTTPConnection(url.hostname, port, timeout=timeout)
-    conn.sock = sock  # connected to the address checked: no second resolution
-    try:
-        path = (url.path or "/") + (f"?{url.query}" if url.query else "")
-        conn.request("POST", path, body, {"Host": url.netloc, **headers})
-        return conn.getresponse().status
-    finally:
-        conn.close()
+LAST = {"multiprocess_mode": "mostrecent"}
+DELIVERIES = Counter("people_service_webhook_deliveries", "Delivery attempts.", ["outcome"])
+PENDING = Gauge("people_service_webhook_deliveries_pending", "Deliveries waiting.", **LAST)
+OLDEST = Gauge("people_service_webhook_oldest_pending_seconds", "The oldest one's age.", **LAST)
 
 
 class Deliverer:
-    """Delivers the due webhooks of `store` from this process. It sleeps while nothing is due:
-    wake() after a commit, a timer for the next retry or claim that ends."""
+    """This process's delivery thread: it sleeps until wake() or the next known due time."""
 
     def __init__(self, config: dict, store, *, clock=time.time):
         self.config, self.store, self.clock = config, store, clock
         self.timeout = config["WEBHOOK_TIMEOUT"]
         self.schedule = retry_schedule(config["WEBHOOK_RETRY_SCHEDULE"])
-        # a claim outlives its attempt, yet ends soon after: a dead process's work goes on
-        self.lease = self.timeout + min(15, self.timeout + 2)
-        self.changed = threading.Condition()
-        self.flight: Tally = Tally()  # attempts under way, by webhook
+        self.lease = self.timeout + min(15, self.timeout + 2)  # a dead process's claims end soon
+        self.changed, self.flight = threading.Condition(), Tally()  # attempts under way, by webhook
         self.woken = self.closing = False
-        self.due: float | None = None  # when a delivery falls due next, as far as known
-        self.pruned_at = 0.0
-        self.thread: threading.Thread | None = None
+        self.due, self.pruned_at, self.thread = math.inf, 0.0, None  # due: the next known
         self.senders = ThreadPoolExecutor(SENDERS, thread_name_prefix="webhook")
-
-    @functools.cached_property
-    def tls(self) -> ssl.SSLContext:
-        return ssl.create_default_context()
+        self.tls = ssl.create_default_context()
 
     def start(self) -> "Deliverer":
         self.thread = threading.Thread(target=self.run, name="webhook-delivery", daemon=True)
@@ -93,14 +51,12 @@ class Deliverer:
         return self
 
     def wake(self) -> None:
-        """A commit happened in this process: look for due deliveries now."""
         with self.changed:
             self.woken = True
             self.changed.notify_all()
 
     def close(self, wait: float = 2.0) -> None:
-        """Claim nothing more; wait up to `wait` seconds for the attempts under way to be
-        recorded (one cut short is sent again when its claim ends)."""
+        """Claim nothing more; wait up to `wait` seconds for the attempts under way."""
         deadline = time.monotonic() + wait
         with self.changed:
             self.closing = True
@@ -112,136 +68,122 @@ class Deliverer:
 
     def run(self) -> None:
         paused = None
-        while self._next():
+        while self._wait():
             try:
-                self.round()
+                self._round()
                 paused = None
-            except ServiceError as exc:  # the database cannot answer now: said once
-                if paused != exc.detail:
-                    log.warning("webhook delivery waits for the database: %s", exc.detail)
-                paused, self.due = exc.detail, self.clock() + PAUSE_SECONDS
-            except Exception:  # a bug: look again later
-                log.exception("webhook delivery failed; retrying")
-                self.due = self.clock() + PAUSE_SECONDS
+            except Exception as exc:
+                detail = getattr(exc, "detail", None)  # a ServiceError: the database cannot answer
+                if detail is None:
+                    log.exception("webhook delivery failed; retrying")
+                elif detail != paused:  # said once
+                    log.warning("webhook delivery waits for the database: %s", detail)
+                paused, self.due = detail, self.clock() + PAUSE_SECONDS
 
-    def _next(self) -> bool:
-        """Wait until a sender is free and work may be due; False once closing."""
+    def _wait(self) -> bool:
+        """Until a sender is free and work may be due; False once closing."""
         with self.changed:
             while not self.closing:
-                free = self.flight.total() < SENDERS
-                now = self.clock()
-                when = min(self.due or now + PRUNE_SECONDS, self.pruned_at + PRUNE_SECONDS)
+                free, now = self.flight.total() < SENDERS, self.clock()
+                when = min(self.due, self.pruned_at + PRUNE_SECONDS)
                 if free and (self.woken or when <= now):
                     self.woken = False
                     return True
                 self.changed.wait(when - now if free else None)
             return False
 
-    def round(self) -> None:
-        """Claim as many due deliveries as there are free senders, hand each to one, and learn
-        when the next falls due."""
+    def _round(self) -> None:
+        """Claim due deliveries of webhooks with none under way, and learn the next due time."""
         now = self.clock()
         if now - self.pruned_at >= PRUNE_SECONDS:
+            self.pruned_at = now  # tried: again in an hour, whatever happens
             self.prune(now)
         with self.changed:
-            capped = [hook for hook, count in self.flight.items() if count >= PER_RECEIVER]
-            free = SENDERS - self.flight.total()
-            self.due = None  # what senders record from now on counts (see send)
-        due = self.store.next_delivery_at(capped)  # the cheap look first: a read
-        if due is not None and due <= now:
-            token, extra = uuid.uuid4().hex, []
-            claimed = self.store.claim_deliveries(token, now, self.lease, free, capped)
+            busy, free = list(self.flight), min(PER_RECEIVER, SENDERS - self.flight.total())
+            self.due = math.inf
+        due = self.store.next_delivery_at(busy) or math.inf  # the cheap look first: a read
+        if due <= now and not self.closing:
+            token = uuid.uuid4().hex
+            claimed = self.store.claim_deliveries(token, now, self.lease, free, busy)
             with self.changed:
                 for row in claimed:
-                    hook = row["webhook_id"]
-                    if self.closing or self.flight[hook] >= PER_RECEIVER:
-                        extra.append(row)
-                    else:
-                        self.flight[hook] += 1
-                        self.senders.submit(self.send, row, token)
-                capped = [hook for hook, count in self.flight.items() if count >= PER_RECEIVER]
-            if extra:  # back as they were, unspent: their webhook's turn comes when one ends
-                self.store.release_deliveries(token, extra)
-            due = now if len(claimed) == free else self.store.next_delivery_at(capped)
-        with self.changed:
-            self.due = min((x for x in (due, self.due) if x is not None), default=None)
+                    self.flight[row["webhook_id"]] += 1
+                    self.senders.submit(self._send, row, token)
+                busy = list(self.flight)
+            due = now if len(claimed) == free else self.store.next_delivery_at(busy) or math.inf
+        with self.changed:  # senders may have set an earlier one meanwhile
+            self.due = min(due, self.due)
 
-    def send(self, row: dict, token: str) -> None:
+    def _send(self, row: dict, token: str) -> None:
         """Send one claimed delivery and record its outcome (a sender's work)."""
-        outcome = None
+        hook, out = row["webhook_id"], None
         try:
-            outcome = self.attempt(row)
-            self.store.record_delivery(token, outcome, self.clock())
-            DELIVERIES.labels(OUTCOMES[outcome["status"]]).inc()
-            if outcome["status"] == "failed":
-                log.warning(
-                    "webhook %s gave up on event %s after %s attempts: %s",
-                    row["webhook_id"],
-                    row["id"],
-                    outcome["attempts"],
-                    outcome["error"],
-                )
+            out = self.attempt(row)
+            self.store.record_delivery(token, out)
+            DELIVERIES.labels(OUTCOMES[out["status"]]).inc()
+            if out["status"] == "failed":
+                log.warning("webhook %s gave up on event %s: %s", hook, row["id"], out["error"])
         except Exception:  # not recorded: sent again when its claim ends
-            log.exception("webhook %s: event %s not recorded", row["webhook_id"], row["id"])
-            outcome = None
-        finally:
-            with self.changed:
-                hook = row["webhook_id"]
-                if outcome is None or self.flight[hook] >= PER_RECEIVER:
-                    self.woken = True  # its waiting deliveries may go now
-                self.flight[hook] -= 1
-                if not self.flight[hook]:
-                    del self.flight[hook]
-                if outcome is not None and outcome["status"] == "pending":
-                    retry = outcome["next_attempt_at"]
-                    self.due = retry if self.due is None else min(self.due, retry)
-                self.changed.notify_all()
+            log.exception("webhook %s: event %s not recorded", hook, row["id"])
+            out = None
+        with self.changed:
+            self.flight -= Tally([hook])
+            self.woken |= out is None or hook not in self.flight  # its waiting ones may go now
+            if out is not None and out["status"] == "pending":
+                self.due = min(self.due, out["next_attempt_at"])
+            self.changed.notify_all()
 
     def attempt(self, row: dict) -> dict:
-        """Send one claimed delivery; what to record of it."""
-        status_code, error = None, None
+        """Sign and post one claimed delivery to the address checked now; what to record."""
+        code, error, now = None, None, self.clock()
         try:
             to = target(row["url"], self.config["WEBHOOK_ALLOW_PRIVATE"])
             if to is None:
                 raise ConnectionError("the host does not resolve")
-            body, msg_id = json.dumps(event_out(row), separators=(",", ":")), str(row["id"])
-            stamp = datetime.now(UTC)  # the receiver compares it with its own clock
-            keys = [row["secret"]]
-            if row["previous_secret"] and (row["previous_until"] or 0) > self.clock():
-                keys.append(row["previous_secret"])
+            (url, address), msg_id = to, str(row["id"])
+            body, stamp = json.dumps(event_out(row), separators=(",", ":")), datetime.now(UTC)
+            keys = [row["secret"]] + [row["previous_secret"]] * ((row["previous_until"] or 0) > now)
             headers = {
+                "Host": url.netloc,
                 "Content-Type": "application/json",
-                "User-Agent": "people-service-webhooks",
                 "webhook-id": msg_id,
                 "webhook-timestamp": str(int(stamp.timestamp())),
                 "webhook-signature": " ".join(Webhook(k).sign(msg_id, stamp, body) for k in keys),
             }
-            status_code = post(*to, body.encode(), headers, self.timeout, self.tls)
-            if not 200 <= status_code < 300:
-                followed = " (redirects are not followed)" if 300 <= status_code < 400 else ""
-                error = f"answered {status_code}{followed}"
+            port = url.port or (443 if url.scheme == "https" else 80)
+            conn = http.client.HTTPConnection(url.hostname, port, timeout=self.timeout)
+            conn.sock = socket.create_connection((address, port), self.timeout)  # no 2nd lookup
+            if url.scheme == "https":
+                conn.sock = self.tls.wrap_socket(conn.sock, server_hostname=url.hostname)
+            try:
+                path = (url.path or "/") + (f"?{url.query}" if url.query else "")
+                conn.request("POST", path, body.encode(), headers)
+                code = conn.getresponse().status
+            finally:
+                conn.close()
+            if not 200 <= code < 300:
+                error = f"answered {code}" + (" (redirects are not followed)" * (code // 100 == 3))
         except ValueError as exc:  # the address rules
             error = f"refused: {exc}"
         except (OSError, http.client.HTTPException) as exc:  # ssl.SSLError, timeouts too
             error = (str(exc) or type(exc).__name__)[:200]
         attempts, now = row["attempts"] + 1, self.clock()
-        outcome = {**row, "attempts": attempts, "status_code": status_code, "error": error}
-        if error is None:
-            return {**outcome, "status": "succeeded", "next_attempt_at": now}
-        if attempts > len(self.schedule):
-            return {**outcome, "status": "failed", "next_attempt_at": now}
-        later = now + self.schedule[attempts - 1]
-        return {**outcome, "status": "pending", "next_attempt_at": later}
+        status = "pending" if attempts <= len(self.schedule) else "failed"
+        status = "succeeded" if error is None else status
+        out = {**row, "attempts": attempts, "status_code": code, "error": error, "status": status}
+        out["next_attempt_at"] = now + self.schedule[attempts - 1] if status == "pending" else now
+        out["finished_at"] = None if status == "pending" else now
+        out["delivered_at"] = iso(time.time()) if status == "succeeded" else None
+        return out
 
     def prune(self, now: float) -> None:
         """Retention: events and finished deliveries older than EVENT_RETENTION_DAYS go."""
-        self.pruned_at = now  # tried: again in an hour, whatever happens
         self.store.prune_events(now - self.config["EVENT_RETENTION_DAYS"] * 86_400)
 
 
 def observe(store) -> None:
     """Set the backlog gauges from the database, for a scrape of /metrics."""
     backlog = store.delivery_backlog()
-    PENDING.set(backlog["pending"])
     oldest = backlog["oldest"] and datetime.fromisoformat(backlog["oldest"]).timestamp()
+    PENDING.set(backlog["pending"])
     OLDEST.set(max(0.0, time.time() - oldest) if oldest else 0)

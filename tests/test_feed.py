@@ -19,6 +19,7 @@ from .conftest import (
     ACTIVE,
     GENEROUS,
     ServerProcess,
+    cli,
     close_app,
     database,
     make_app,
@@ -433,13 +434,14 @@ def open_stream(server, headers=None, timeout: float = 5) -> Stream:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, backend):
-    """A real server with 8 threads: EVENT_STREAMS is then 4, two for one caller (SPEC 12b);
-    heartbeats every second."""
+    """A real server with 4 threads: EVENT_STREAMS is then 2, one a caller; heartbeats every
+    second. `other` is a second caller's headers."""
     settings = {"RATE_LIMIT": GENEROUS, "EVENT_HEARTBEAT_SECONDS": 1, "EVENT_STREAM_SECONDS": 30}
     env = {f"PEOPLE_SERVICE_{name}": str(value) for name, value in settings.items()}
     db = database(tmp_path_factory.mktemp("feed"))
-    served = ServerProcess(db, env=env, args=["--threads", "8"]).start()
+    served = ServerProcess(db, env=env, args=["--threads", "4"]).start()
     served.headers = {"X-API-Key": served.wait_for_output(lambda line: line.startswith("ps_"))}
+    served.other = {"X-API-Key": cli("keys", "create", "--name", "other", db=db).stdout.split()[-1]}
     yield served
     served.stop()
 
@@ -460,8 +462,8 @@ def test_a_stream_gets_an_event_within_2_seconds_and_a_comment_every_heartbeat(s
         stream.close()
 
 
-def test_a_callers_streams_open_leave_ordinary_requests_answered_and_one_more_is_503(server):
-    streams = [open_stream(server) for _ in range(2)]
+def test_every_stream_open_leaves_ordinary_requests_answered_and_one_more_is_503(server):
+    streams = [open_stream(server, headers) for headers in (server.headers, server.other)]
     try:
         assert [stream.status for stream in streams] == [200, 200]
         refused = server.request("GET", "/events", headers={**server.headers, **SSE})
@@ -479,7 +481,7 @@ def test_a_callers_streams_open_leave_ordinary_requests_answered_and_one_more_is
 
 
 def test_a_stream_whose_client_left_frees_its_slot_by_the_next_heartbeat(server):
-    streams = [open_stream(server) for _ in range(2)]
+    streams = [open_stream(server, headers) for headers in (server.headers, server.other)]
     assert [stream.status for stream in streams] == [200, 200]
     streams[0].close()  # gone without a word
     try:

@@ -1,4 +1,6 @@
-"""REST resources for webhooks and their deliveries (scope admin), and the delivery thread."""
+"""REST resources for webhooks and their deliveries (scope admin)."""
+
+import functools
 
 from flask import Blueprint, current_app, request, url_for
 from marshmallow import Schema, fields
@@ -12,52 +14,38 @@ from .openapi import api
 
 bp = Blueprint("webhooks", __name__)
 admin = required(scope="admin")
-URL = {"pattern": "^https?://"}  # the OpenAPI document's rule; webhooks.target checks the rest
-
-
-class WebhookSchema(webhooks.WebhookSchema):
-    url = schemas.text(webhooks.MAX_URL, 1, required=True, metadata=URL)
-
-
-class WebhookPatchSchema(webhooks.WebhookPatchSchema):
-    url = schemas.text(webhooks.MAX_URL, 1, metadata=URL)
+TEXT = functools.partial(fields.String, required=True)  # fields of answers: always there
+MAYBE = functools.partial(TEXT, allow_none=True)
 
 
 class WebhookOutSchema(Schema):
-    id = fields.String(required=True, metadata={"example": "3"})
-    url = fields.String(required=True, metadata={"example": "https://example.org/hooks"})
+    id, url = TEXT(), TEXT()
     events = fields.List(fields.String(), required=True, allow_none=True)
-    description = fields.String(required=True, allow_none=True)
+    description = MAYBE()
     enabled = fields.Boolean(required=True)
     created_at = fields.String(required=True, metadata={"format": "date-time"})
 
 
 class WebhookCreatedSchema(WebhookOutSchema):
-    secret = fields.String(required=True, metadata={"example": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZI"})
-
-
-class SecretSchema(Schema):
-    secret = fields.String(required=True)
+    secret = TEXT()
 
 
 class DeliverySchema(Schema):
-    event_id = fields.String(required=True)
-    event_type = fields.String(required=True)
+    event_id, event_type = TEXT(), TEXT()
     status = fields.String(required=True, metadata={"enum": ["pending", "succeeded", "failed"]})
     attempts = fields.Integer(required=True)
     last_status_code = fields.Integer(required=True, allow_none=True)
-    last_error = fields.String(required=True, allow_none=True)
-    next_attempt_at = fields.String(required=True, allow_none=True)
-    delivered_at = fields.String(required=True, allow_none=True)
+    last_error, next_attempt_at, delivered_at = MAYBE(), MAYBE(), MAYBE()
 
 
 WEBHOOK = ("The webhook (never its secret).", WebhookOutSchema)
+SECRET = Schema.from_dict({"secret": TEXT()}, name="Secret")
 
 
 @bp.post("/webhooks")
 @admin
 @api(
-    body=WebhookSchema,
+    body=webhooks.WebhookSchema,
     ok={201: ("Created; the secret is shown only here.", WebhookCreatedSchema, "Location")},
 )
 def create_webhook():
@@ -85,7 +73,7 @@ def get_webhook(webhook_id):
 
 @bp.patch("/webhooks/<id:webhook_id>")
 @admin
-@api(body=WebhookPatchSchema, ok={200: WEBHOOK})
+@api(body=webhooks.WebhookPatchSchema, ok={200: WEBHOOK})
 def update_webhook(webhook_id):
     """Change a webhook's url, events, description or enabled (enabling sends what waited)"""
     data = json_body(PATCH_TYPES)
@@ -103,7 +91,7 @@ def delete_webhook(webhook_id):
 
 @bp.post("/webhooks/<id:webhook_id>/rotate-secret")
 @admin
-@api(ok={200: ("The new secret, shown only here.", SecretSchema)})
+@api(ok={200: ("The new secret, shown only here.", SECRET)})
 def rotate_secret(webhook_id):
     """A new secret; for 24 hours deliveries are signed by the new and the previous one"""
     return json_response(webhooks.rotate_secret(get_store(), webhook_id))
@@ -127,44 +115,10 @@ def retry_delivery(webhook_id, event_id):
     return Response(status=202)
 
 
-SIGNATURE_HEADERS = {
-    "webhook-id": "The event id: the same on every attempt (deduplicate by it).",
-    "webhook-timestamp": "Unix seconds of the attempt.",
-    "webhook-signature": "v1,<base64 HMAC-SHA256 of id.timestamp.body>; during a rotation two, "
-    "separated by a space (Standard Webhooks).",
-}
-
-
 def openapi_webhooks() -> dict:
-    """The OpenAPI 3.1 `webhooks` object: what each event type posts to a receiver."""
-    string = {"type": "string"}
-    headers = [
-        {"in": "header", "name": name, "required": True, "schema": string, "description": text}
-        for name, text in SIGNATURE_HEADERS.items()
-    ]
-    responses = {
-        "2XX": {"description": "Received; any other answer is retried later."},
-        "410": {"description": "Gone: the webhook is disabled at once."},
-    }
-
-    def body(name: str, data: str) -> dict:
-        properties = {
-            "id": {**string, "examples": ["1234"]},
-            "type": {"const": name},
-            "timestamp": {**string, "format": "date-time"},
-            "data": {"type": "object", "description": data},
-        }
-        schema = {"type": "object", "required": list(properties), "properties": properties}
-        return {"required": True, "content": {"application/json": {"schema": schema}}}
-
-    return {
-        name: {
-            "post": {
-                "summary": f"{name}, posted to each webhook that takes it",
-                "parameters": headers,
-                "requestBody": body(name, data),
-                "responses": responses,
-            }
-        }
-        for name, data in events.TYPES.items()
-    }
+    """The OpenAPI `webhooks` object: each event type, posted signed by Standard Webhooks to
+    each webhook that takes it (2xx: received; 410 disables the webhook; the rest is retried)."""
+    event = {"$ref": "#/components/schemas/Event"}
+    body = {"required": True, "content": {"application/json": {"schema": event}}}
+    post = {"requestBody": body, "responses": {"2XX": {"description": "Received."}}}
+    return {name: {"post": {**post, "description": data}} for name, data in events.TYPES.items()}

@@ -3,10 +3,9 @@
 import json
 import time
 
-from .people import insert, now_iso
+from .people import now_iso
 
-# The key of the lock that puts PostgreSQL's event ids in commit order (see insert_event).
-EVENT_ORDER_LOCK = 7_351_001
+EVENT_ORDER_LOCK = 7_351_001  # the lock that puts PostgreSQL's event ids in commit order
 
 
 def event_out(row: dict) -> dict:
@@ -16,20 +15,17 @@ def event_out(row: dict) -> dict:
 
 
 class EventStore:
-    # PostgreSQL: taken just before an event is inserted and held to the commit, so that ids
-    # are drawn in the order their transactions commit; SQLite has one writer at a time anyway
-    ORDER_EVENTS = ""
+    ORDER_EVENTS = ""  # PostgreSQL: held to the commit, so that ids are drawn in commit order
 
     def insert_event(self, event_type: str, data: dict, sender_id: str | None = None) -> dict:
-        """Record an event in the caller's transaction (call it last in that transaction: on
-        PostgreSQL it waits for other writers' events); returns the event as clients see it."""
+        """Record an event and its deliveries; call it last in a transaction (it may wait)."""
         if self.ORDER_EVENTS:
             self._execute(self.ORDER_EVENTS, (EVENT_ORDER_LOCK,))
-        now = now_iso()
-        columns = ("type", "data", "sender_id", "created_at")
-        text = json.dumps(data, separators=(",", ":"))
-        event_id = self._insert(insert("events", columns), (event_type, text, sender_id, now))
-        # a delivery for every webhook that takes its type, committed with the event or not at all
+        now, text = now_iso(), json.dumps(data, separators=(",", ":"))
+        event_id = self._insert(
+            "INSERT INTO events (type, data, sender_id, created_at) VALUES (?, ?, ?, ?)",
+            (event_type, text, sender_id, now),
+        )
         self._execute(
             "INSERT INTO deliveries (webhook_id, event_id, next_attempt_at)"
             " SELECT id, ?, ? FROM webhooks WHERE events IS NULL OR events LIKE ?",
@@ -37,32 +33,22 @@ class EventStore:
         )
         return {"id": str(event_id), "type": event_type, "timestamp": now, "data": data}
 
-    def events_after(
-        self, after: int, limit: int, types: tuple[str, ...] = (), sender_id: str | None = None
-    ) -> list[dict]:
-        """Up to `limit` events with an id above `after`, by id: of `types` (all when empty);
-        messages only those `sender_id` sent (None: anyone's)."""
-        where, params = "id > ?", [after]
-        if types:
-            where += f" AND type IN ({', '.join('?' * len(types))})"
-            params += types
+    def events_after(self, after: int, limit: int, types=(), sender_id: str | None = None):
+        """Events after `after`, by id, of `types` (all: empty), messages of `sender_id` only."""
+        where = f" AND type IN ({', '.join('?' * len(types))})" if types else ""
         if sender_id is not None:
             where += " AND (type <> 'message.created' OR sender_id = ?)"
-            params.append(sender_id)
         rows = self._execute(
-            f"SELECT id, type, data, created_at FROM events WHERE {where} ORDER BY id LIMIT ?",
-            (*params, limit),
+            f"SELECT id, type, data, created_at FROM events WHERE id > ?{where}"
+            " ORDER BY id LIMIT ?",
+            (after, *types, *([] if sender_id is None else [sender_id]), limit),
         )
         return [event_out(row) for row in rows]
 
     def latest_event_id(self) -> int:
-        """The newest committed event's id (0 when none): where a stream without a cursor starts."""
-        row = self._execute("SELECT max(id) AS latest FROM events").fetchone()
-        return int(row["latest"] or 0)
+        return int(self._execute("SELECT max(id) AS latest FROM events")[0]["latest"] or 0)
 
     def events_pruned_through(self) -> int:
         """The highest event id that retention removed (0 when none was)."""
-        row = self._execute(
-            "SELECT value FROM settings WHERE name = 'events_pruned_through'"
-        ).fetchone()
-        return int(row["value"]) if row else 0
+        rows = self._execute("SELECT value FROM settings WHERE name = 'events_pruned_through'")
+        return int(rows[0]["value"]) if rows else 0
