@@ -31,7 +31,7 @@ DEFAULTS: dict[str, object] = {  # the README's table says more of each
     "PASSWORD_HASH_METHOD": "pbkdf2:sha256:600000",  # for new passwords (lower only for tests)
     "EVENT_STREAMS": 0,  # most event streams per process; 0: half of serve's --threads, else 4
     "EVENT_STREAM_SECONDS": 300,  # an event stream's life, ended with a retry: hint
-    "EVENT_HEARTBEAT_SECONDS": 15,  # most seconds between two writes to an event stream
+    "EVENT_HEARTBEAT_SECONDS": 5,  # most seconds between two writes to an event stream
     "WEBHOOK_TIMEOUT": 10,  # seconds a webhook receiver has to answer, connect included
     "WEBHOOK_RETRY_SCHEDULE": "5,300,1800,7200,18000,36000,36000",  # seconds between attempts
     "WEBHOOK_ALLOW_PRIVATE": False,  # whether webhook URLs may reach private addresses

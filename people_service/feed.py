@@ -73,7 +73,8 @@ def sse(event: dict) -> str:
 
 def stream(store, viewer, cursor, types: tuple, config: dict, streams, allowed):
     """Server-sent events after `cursor` (None: from now) and heartbeats, then `retry:`."""
-    from_cursor, heartbeat = cursor is not None, config["EVENT_HEARTBEAT_SECONDS"]
+    # a client that left is noticed at the second write after it: within 20 s (SPEC 12b)
+    from_cursor, heartbeat = cursor is not None, min(config["EVENT_HEARTBEAT_SECONDS"], 9)
     cursor = store.latest_event_id() if cursor is None else cursor
     written = checked = time.monotonic()
     deadline, sent = written + config["EVENT_STREAM_SECONDS"], 0

@@ -623,3 +623,24 @@ def test_a_reader_sees_each_creation_once_through_two_postgresql_instances(tmp_p
     finally:
         second.stop()
         first.stop()
+
+
+def test_a_client_that_left_frees_its_slot_within_20_seconds_at_the_default_settings(tmp_path):
+    served = start_demo(tmp_path)  # 8 threads: 4 slots, 2 for the demo key
+    try:
+        streams = [open_stream(served) for _ in range(2)]
+        assert [stream.status for stream in streams] == [200, 200]
+        streams[0].close()  # gone without a word
+        left, deadline = time.monotonic(), time.monotonic() + 20
+        while True:
+            again = Stream(served.url, served.headers)
+            if again.status == 200:
+                again.close()
+                break
+            again.close()
+            assert time.monotonic() < deadline, "the slot of the stream that left was kept"
+            time.sleep(0.2)
+        assert time.monotonic() - left < 20
+        streams[1].close()
+    finally:
+        served.stop()

@@ -693,6 +693,7 @@ def test_waitress_serve_answers_health_503_json_from_the_first_request_on_a_bad_
         first = requests.get(server.url + "/health", timeout=10)
         assert first.status_code == 503
         assert first.json() == {"status": "unavailable", "database": "unreadable"}
+        assert first.headers["Retry-After"] == "5"
         people = requests.get(server.url + "/people", headers={"X-API-Key": "ps_x"}, timeout=10)
         assert people.status_code == 503
         assert people.headers["Content-Type"] == "application/problem+json"

@@ -66,7 +66,9 @@ def _stream(store, caller, types: tuple, cursor: int | None):
         detail = "No event stream is free for you (EVENT_STREAMS, half a caller); retry later."
         raise with_headers(Busy(detail), {"Retry-After": "5"})
 
-    def allowed() -> bool:  # the request's credentials still stand for a caller with read
+    def allowed() -> bool:  # the client is there, its credentials still give it read
+        if gone is not None and gone():
+            return False
         try:
             again = caller_of(runtime, request_headers)
         except Unauthorized:
@@ -74,6 +76,7 @@ def _stream(store, caller, types: tuple, cursor: int | None):
         return again is not None and "read" in again.scopes
 
     request_headers, config = request.headers, current_app.config
+    gone = request.environ.get("waitress.client_disconnected")  # waitress's own, documented
     body = feed.stream(store, caller.viewer, cursor, types, config, runtime.streams, allowed)
     headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no", "Vary": "Accept"}
     response = Response(body, mimetype=STREAM, headers=headers)

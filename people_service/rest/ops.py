@@ -43,10 +43,10 @@ EXAMPLE = """curl -i '{base}/people?limit=5' -H "X-API-Key: $KEY\""""
 def health():
     """Whether the service and its database answer"""
     database = database_state()
-    ok = database == "ok"
-    return json_response(
-        {"status": "ok" if ok else "unavailable", "database": database}, 200 if ok else 503
-    )
+    if database == "ok":
+        return json_response({"status": "ok", "database": "ok"})
+    body = {"status": "unavailable", "database": database}
+    return json_response(body, 503, {"Retry-After": "5"})  # an operator's fix takes a while
 
 
 def document():
