@@ -5,6 +5,8 @@ makes its own Runtime and never uses or closes what its parent opened.
 """
 
 import atexit
+import fcntl
+import hashlib
 import logging
 import os
 import threading
@@ -23,6 +25,7 @@ log = logging.getLogger("people_service")
 CHECKS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 CHECK_WAIT = 5.0  # seconds a login waits for a free check, then 503
 OTHER_SERVERS_THREADS = 8  # request threads assumed when the server does not say (gunicorn.conf)
+LOCK = fcntl.LOCK_EX | fcntl.LOCK_NB
 _made: dict[int, list["Runtime"]] = {}  # by pid; a child never closes its parent's
 _names: dict[int, set[str]] = {}  # by pid: the metrics' operation labels (web/metrics.py)
 _logs: dict[int, object] = {}  # by pid: the log listener (None: the operator's handlers write)
@@ -32,17 +35,40 @@ class LoginGate:
     """Password checks: one at a time per client address (another is refused at once), as
     many at once as cores, and at most `waiting` logins queued for one (beyond: 503 at once)."""
 
-    def __init__(self, waiting: int, checks: int = 0, wait: float = CHECK_WAIT):
+    def __init__(self, waiting: int, checks: int = 0, wait: float = CHECK_WAIT, path=None):
         self.lock = threading.Lock()
         self.checks = threading.BoundedSemaphore(checks or CHECKS)
         self.addresses: set[str] = set()
         self.waiting, self.room, self.wait = 0, waiting, wait
+        # the processes of one machine (serve --workers, gunicorn) share a lock file, an
+        # address a byte of it: POSIX record locks are per process, `addresses` per thread
+        self.fd = None
+        if path is not None:
+            try:
+                self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+            except OSError as exc:
+                log.warning("logins are rationed per process: %s", exc)
+
+    def _byte(self, address: str, operation: int) -> bool:
+        if self.fd is None:
+            return True
+        slot = int.from_bytes(hashlib.sha256(address.encode()).digest()[:4]) >> 1
+        try:
+            fcntl.lockf(self.fd, operation, 1, slot)
+        except OSError:  # another process checks a login of this address
+            return False
+        return True
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)  # releases this process's locks
+            self.fd = None
 
     @contextmanager
     def turn(self, address: str):
         """Hold a password check for `address`; RateLimited or Busy without waiting."""
         with self.lock:
-            if address in self.addresses:
+            if address in self.addresses or not self._byte(address, LOCK):
                 raise RateLimited("A login from this address is being checked; retry in a second.")
             if not self.checks.acquire(blocking=False):
                 if self.waiting >= self.room:
@@ -66,6 +92,7 @@ class LoginGate:
         finally:
             with self.lock:
                 self.addresses.discard(address)
+                self._byte(address, fcntl.LOCK_UN)
 
 
 class UsageTracker:
@@ -144,7 +171,7 @@ class Runtime:
             raise
         threads = config.get("SERVER_THREADS") or OTHER_SERVERS_THREADS
         self.usage = UsageTracker(self.store, config["USAGE_FLUSH_SECONDS"])
-        self.logins = LoginGate(max(1, threads // 4))
+        self.logins = LoginGate(max(1, threads // 4), path=login_locks(config["DATABASE"]))
         self.streams = feed.Streams(config["EVENT_STREAMS"] or max(1, threads // 2))
         if config.get("TAKE_LOGS"):
             take_logs()
@@ -168,9 +195,21 @@ class Runtime:
         self.streams.end()
         self.deliverer.close(wait=2)
         self.usage.stop()
+        self.logins.close()
         self.store.close()
         if self.counters is not None:
             self.counters()
+
+
+def login_locks(database: str) -> str | None:
+    """The file whose bytes the login gates of one machine's processes lock (None: per process)."""
+    from .store.counters import PREFIX, default_uri
+
+    try:
+        return default_uri(database).removeprefix(PREFIX) + ".logins"
+    except OSError as exc:
+        log.warning("logins are rationed per process: %s", exc)
+        return None
 
 
 def prepare(config: dict, store, secret: str | None) -> str:

@@ -694,3 +694,34 @@ def test_a_login_flood_from_one_address_slows_no_other_address(tmp_path):
     assert statuses <= {401, 429, 503} and 401 in statuses and 429 in statuses
     turned_away = sorted(took for status, took in flood if status == 429)
     assert turned_away[len(turned_away) // 2] < 0.1, "the extra logins waited for a check"
+
+
+def test_one_address_gets_one_password_check_at_a_time_across_worker_processes(tmp_path):
+    """SPEC 12b under `serve --workers 2`: eight logins from one address at the same moment,
+    at the default hashing: one is checked (401), the others are refused at once (429)."""
+    db = database(tmp_path)
+    made = cli(
+        *("users", "create", USERS[0], "--password-stdin"),
+        db=db,
+        input=PASSWORD + "\n",
+        env={"PEOPLE_SERVICE_PASSWORD_HASH_METHOD": passwords.DEFAULT_METHOD},
+    )
+    assert made.returncode == 0, made.stderr
+    budgets = {"ANONYMOUS_RATE_LIMIT": "100000/minute", "AUTH_RATE_LIMIT": "100000/minute"}
+    env = {f"PEOPLE_SERVICE_{name}": value for name, value in budgets.items()}
+    server = ServerProcess(db, env=env, args=["--workers", "2"]).start()
+    try:
+        for _ in range(3):
+            start = threading.Barrier(8)
+
+            def attempt(_, start=start):
+                start.wait()
+                return log_in(server.url, USERS[0], "a wrong password it is", "127.0.6.1")
+
+            with ThreadPoolExecutor(8) as pool:
+                answers = list(pool.map(attempt, range(8)))
+            statuses = sorted(status for status, _ in answers)
+            assert statuses == [401] + [429] * 7, answers
+            time.sleep(0.5)  # the check is over: the next round starts afresh
+    finally:
+        server.stop()
