@@ -25,7 +25,7 @@ from werkzeug.routing import RequestRedirect
 from .. import logs
 from ..config import ConfigError, trusted_proxies
 from ..errors import BadRequest, Unavailable
-from ..runtime import Runtime, Runtimes
+from ..runtime import Runtime, Runtimes, take_logs
 from ..store import Store, open_store
 
 log = logging.getLogger("people_service")
@@ -138,6 +138,8 @@ def start_request():
     if pages.is_preflight():
         return current_app.make_default_options_response()  # never charged
     if req.endpoint in UNCHARGED or req.endpoint is None or req.method == "OPTIONS":
+        if current_app.config["TAKE_LOGS"]:  # no runtime here: a process's first 404 is logged
+            take_logs()
         return None  # Flask answers OPTIONS itself
     runtime = get_runtime()
     g.caller = caller.identify(runtime)
