@@ -116,6 +116,25 @@ def one_address_flood(port: int) -> None:
     )
 
 
+def serve(cli: list, db: str, threads: int, env: dict) -> tuple[int, subprocess.Popen]:
+    """`people-service serve` on a free port, once it accepts connections."""
+    port = free_port()
+    server = subprocess.Popen(
+        [*cli, "serve", "--db", db, "--port", str(port), "--threads", str(threads)],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    for _ in range(200):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.1)
+    return port, server
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=8)
@@ -135,21 +154,8 @@ def main() -> int:
             env=env,
             cwd=ROOT,
         )
-    port = free_port()
-    server = subprocess.Popen(
-        [*cli, "serve", "--db", db, "--port", str(port), "--threads", str(args.threads)],
-        env=env,
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    port, server = serve(cli, db, args.threads, env)
     try:
-        for _ in range(200):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.1)
         real = [f"127.0.0.{6 + n}" for n in range(4)]
         for attempt in (1, 2):
             statuses = [status for status, _ in together(port, real)]
@@ -190,21 +196,8 @@ def main() -> int:
         "PEOPLE_SERVICE_ANONYMOUS_RATE_LIMIT": "100000/minute",
         "PEOPLE_SERVICE_AUTH_RATE_LIMIT": "100000/minute",
     }
-    port = free_port()
-    server = subprocess.Popen(
-        [*cli, "serve", "--db", db, "--port", str(port), "--threads", str(args.threads)],
-        env={**env, **budgets},
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    port, server = serve(cli, db, args.threads, {**env, **budgets})
     try:
-        for _ in range(200):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.1)
         one_address_flood(port)
     finally:
         server.terminate()

@@ -641,23 +641,27 @@ def test_the_runtime_of_a_forked_process_is_its_own(tmp_path):
             parent.logins.checks.release()
 
 
+def unbudgeted_login_server(tmp_path, *args: str) -> ServerProcess:
+    """`serve` with one user at the default hashing and the address budgets out of the way."""
+    db = database(tmp_path)
+    made = cli(
+        *("users", "create", USERS[0], "--password-stdin"),
+        db=db,
+        input=PASSWORD + "\n",
+        env={"PEOPLE_SERVICE_PASSWORD_HASH_METHOD": passwords.DEFAULT_METHOD},
+    )
+    assert made.returncode == 0, made.stderr
+    budgets = {"ANONYMOUS_RATE_LIMIT": "100000/minute", "AUTH_RATE_LIMIT": "100000/minute"}
+    env = {f"PEOPLE_SERVICE_{name}": value for name, value in budgets.items()}
+    return ServerProcess(db, env=env, args=args).start()
+
+
 def test_a_login_flood_from_one_address_slows_no_other_address(tmp_path):
     """SPEC 12b: 12 connections from one address send wrong passwords for 10 s (the address
     budgets raised out of the way); its extra logins are turned away at once, /health from
     another address stays fast, and correct logins from a third address get 200 in 4 s, at
     the default password hashing."""
-    db = database(tmp_path)
-    for username in USERS[:1]:
-        made = cli(
-            *("users", "create", username, "--password-stdin"),
-            db=db,
-            input=PASSWORD + "\n",
-            env={"PEOPLE_SERVICE_PASSWORD_HASH_METHOD": passwords.DEFAULT_METHOD},
-        )
-        assert made.returncode == 0, made.stderr
-    limits = {"ANONYMOUS_RATE_LIMIT": "100000/minute", "AUTH_RATE_LIMIT": "100000/minute"}
-    env = {f"PEOPLE_SERVICE_{name}": value for name, value in limits.items()}
-    server = ServerProcess(db, env=env).start()
+    server = unbudgeted_login_server(tmp_path)
     done = threading.Event()
     flood: list[tuple[int, float]] = []
 
@@ -702,17 +706,7 @@ def test_a_login_flood_from_one_address_slows_no_other_address(tmp_path):
 def test_one_address_gets_one_password_check_at_a_time_across_worker_processes(tmp_path):
     """SPEC 12b under `serve --workers 2`: eight logins from one address at the same moment,
     at the default hashing: one is checked (401), the others are refused at once (429)."""
-    db = database(tmp_path)
-    made = cli(
-        *("users", "create", USERS[0], "--password-stdin"),
-        db=db,
-        input=PASSWORD + "\n",
-        env={"PEOPLE_SERVICE_PASSWORD_HASH_METHOD": passwords.DEFAULT_METHOD},
-    )
-    assert made.returncode == 0, made.stderr
-    budgets = {"ANONYMOUS_RATE_LIMIT": "100000/minute", "AUTH_RATE_LIMIT": "100000/minute"}
-    env = {f"PEOPLE_SERVICE_{name}": value for name, value in budgets.items()}
-    server = ServerProcess(db, env=env, args=["--workers", "2"]).start()
+    server = unbudgeted_login_server(tmp_path, "--workers", "2")
     try:
         for _ in range(3):
             start = threading.Barrier(8)
