@@ -28,6 +28,9 @@ def is_username(value) -> bool:
     return isinstance(value, str) and re.fullmatch(NAME_PATTERN, value) is not None
 
 
+NO_NUL = "^[^\\x00]*$"
+
+
 def _storable(value: str) -> None:
     """JSON allows "\u0000" and lone surrogates ("\ud800"); neither can be stored or echoed."""
     try:
@@ -38,10 +41,12 @@ def _storable(value: str) -> None:
         raise ValidationError("Must not contain NUL characters.")
 
 
-def text(max_length: int, min_length: int = 0, *rules, **kwargs) -> fields.String:
-    """A string that SQLite and UTF-8 can hold, of a length between the two."""
+def text(max_length: int, min_length: int = 0, *rules, metadata=None, **kwargs):
+    """A string that SQLite and UTF-8 can hold, of a length between the two (the document
+    says no NUL; JSON Schema cannot say "no lone surrogates")."""
     length = validate.Length(min=min_length, max=max_length)
-    return fields.String(validate=[_storable, length, *rules], **kwargs)
+    metadata = {"pattern": NO_NUL, **(metadata or {})}
+    return fields.String(validate=[_storable, length, *rules], metadata=metadata, **kwargs)
 
 
 ID_RULE = full_match(ID_PATTERN, "Not a valid id.")
