@@ -232,7 +232,6 @@ class Runtimes:
         self.config, self.secret, self.by_pid = config, secret, {}
         self.locks: dict[int, threading.Lock] = {}
         self.limiter = None  # flask-limiter's, set by create_app
-        self.explorer = self.openapi = None  # pages rendered once, on first use
 
     def get(self) -> Runtime:
         """This process's runtime (ConfigError while the database cannot be opened)."""
