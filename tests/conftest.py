@@ -311,10 +311,21 @@ def demo(tmp_path_factory, backend):
     close_app(served.app)
 
 
+_GIVEN: set[int] = set()  # ports handed out in this test process: never the same one twice
+_GIVEN_LOCK = threading.Lock()
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A free loopback port no other server of this test process was given (two servers
+    starting at once could otherwise both be told the same one)."""
+    while True:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        with _GIVEN_LOCK:
+            if port not in _GIVEN:
+                _GIVEN.add(port)
+                return port
 
 
 RUNNING: list[ServerProcess] = []  # started and not yet stopped: the finalizers below stop them
